@@ -1,0 +1,1 @@
+"""Kera: a deterministic dataflow language, its graph IR and compiler."""

@@ -1,0 +1,368 @@
+"""The content-addressed graph IR: interned nodes, functions (regions) and graphs.
+
+Canonical encodings (all integers little-endian; ``str`` is a u32 byte length then UTF-8)::
+
+    type   = u8 dtype code, u8 rank, rank x u32 dim
+    attr   = str key, u8 tag, payload       tags: 1 int (i64) | 2 bool (u8 0/1) | 3 str |
+                                               4 dtype (u8 code) | 5 ints (u32 n, n x i64) |
+                                               6 bytes (u32 n, n bytes)
+    node   = u16 schema version (1), str opcode, u32 n_outputs (1), type per output,
+             u32 n_inputs, 32-byte input node hash per input (ordered),
+             u32 n_attrs, attr per entry, sorted by key bytes (keys unique)
+    region = u32 n_params, 32-byte param node hash each, u32 n_results, 32-byte hash each
+    graph  = u32 n_exports, per export: str name, 32-byte region hash (in export order)
+
+Hashes are SHA3-256 over a domain prefix and the canonical bytes: ``kera/type\\0``,
+``kera/node\\0``, ``kera/region\\0``, ``kera/graph\\0`` — four distinct namespaces.  A float
+constant is its raw bytes, so NaN payloads and -0.0 are kept.  The *fingerprint* of an exported
+function is its region hash: it covers every node the results depend on (callees are inlined
+by the front end), parameter names and types included, and not the function's own name.
+
+Nodes are immutable and interned: building a node identical to a live one returns that node
+(common subexpressions are merged by construction), and node identity is content identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from kera.dtypes import BY_CODE, DType
+from kera.ops import AttrValue, Op, Shape, TensorType, TypeRuleError, check_shape, infer
+
+SCHEMA_VERSION = 1
+DOMAIN_TYPE = b"kera/type\0"
+DOMAIN_NODE = b"kera/node\0"
+DOMAIN_REGION = b"kera/region\0"
+DOMAIN_GRAPH = b"kera/graph\0"
+
+_u8 = struct.Struct("<B").pack
+_u16 = struct.Struct("<H").pack
+_u32 = struct.Struct("<I").pack
+_i64 = struct.Struct("<q").pack
+
+
+class IRError(Exception):
+    """A graph that breaks an IR invariant (bad op, attribute, type or structure)."""
+
+
+def enc_str(s: str) -> bytes:
+    b = s.encode("utf-8")
+    return _u32(len(b)) + b
+
+
+def enc_type(t: TensorType) -> bytes:
+    return _u8(t.dtype.code) + _u8(len(t.shape)) + b"".join(_u32(d) for d in t.shape)
+
+
+def type_hash(t: TensorType) -> bytes:
+    """Types match iff these hashes are equal."""
+    return hashlib.sha3_256(DOMAIN_TYPE + enc_type(t)).digest()
+
+
+def enc_attr_value(v: AttrValue) -> bytes:
+    if isinstance(v, bool):
+        return b"\x02" + _u8(int(v))
+    if isinstance(v, int):
+        return b"\x01" + _i64(v)
+    if isinstance(v, DType):
+        return b"\x04" + _u8(v.code)
+    if isinstance(v, str):
+        return b"\x03" + enc_str(v)
+    if isinstance(v, tuple):
+        return b"\x05" + _u32(len(v)) + b"".join(_i64(x) for x in v)
+    if isinstance(v, bytes):
+        return b"\x06" + _u32(len(v)) + v
+    raise IRError(f"attribute value {v!r} has no canonical encoding")
+
+
+def normalize_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, AttrValue], ...]:
+    """Attributes as a key-sorted tuple, lists turned into tuples of int."""
+    out: list[tuple[str, AttrValue]] = []
+    for k in sorted(attrs, key=lambda s: s.encode("utf-8")):
+        v = attrs[k]
+        if isinstance(v, list | tuple):
+            v = tuple(v)
+            if not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise IRError(f"attribute '{k}' must be a list of integers")
+            if not all(-(1 << 63) <= x < (1 << 63) for x in v):
+                raise IRError(f"attribute '{k}' has an element outside i64")
+        elif isinstance(v, int) and not isinstance(v, bool) and not -(1 << 63) <= v < (1 << 63):
+            raise IRError(f"attribute '{k}' = {v} does not fit in i64")
+        elif not isinstance(v, bool | int | str | DType | bytes):
+            raise IRError(f"attribute '{k}' has unsupported value {v!r}")
+        out.append((k, v))
+    return tuple(out)
+
+
+class Node:
+    """One operation with one output.  Immutable, interned; compare nodes with ``is``."""
+
+    __slots__ = ("__weakref__", "attr_items", "hash", "inputs", "op", "type")
+
+    op: Op
+    type: TensorType
+    inputs: tuple[Node, ...]
+    attr_items: tuple[tuple[str, AttrValue], ...]
+    hash: bytes
+
+    _interned: ClassVar[weakref.WeakValueDictionary[bytes, Node]] = weakref.WeakValueDictionary()
+
+    def __new__(
+        cls,
+        op: Op,
+        type: TensorType,
+        inputs: tuple[Node, ...],
+        attr_items: tuple[tuple[str, AttrValue], ...],
+    ) -> Node:
+        body = b"".join(
+            [
+                _u16(SCHEMA_VERSION),
+                enc_str(op.value),
+                _u32(1),
+                enc_type(type),
+                _u32(len(inputs)),
+                *(i.hash for i in inputs),
+                _u32(len(attr_items)),
+                *(enc_str(k) + enc_attr_value(v) for k, v in attr_items),
+            ]
+        )
+        h = hashlib.sha3_256(DOMAIN_NODE + body).digest()
+        found = cls._interned.get(h)
+        if found is not None:
+            return found
+        self = object.__new__(cls)
+        for name, value in (
+            ("op", op),
+            ("type", type),
+            ("inputs", inputs),
+            ("attr_items", attr_items),
+            ("hash", h),
+        ):
+            object.__setattr__(self, name, value)
+        cls._interned[h] = self
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Node is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Node, (self.op, self.type, self.inputs, self.attr_items))
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    @property
+    def shape(self) -> Shape:
+        return self.type.shape
+
+    @property
+    def attrs(self) -> dict[str, AttrValue]:
+        return dict(self.attr_items)
+
+    def attr(self, name: str) -> AttrValue:
+        for k, v in self.attr_items:
+            if k == name:
+                return v
+        raise KeyError(name)
+
+    @property
+    def hex(self) -> str:
+        return self.hash.hex()
+
+    def __repr__(self) -> str:
+        return f"<Node {self.op} {self.type} {self.hash.hex()[:12]}>"
+
+
+def make_node(op: Op | str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None) -> Node:
+    """Build (or find) a node, inferring its type; raises TypeRuleError on a typing error."""
+    op = Op(op)
+    items = normalize_attrs(attrs or {})
+    if op in (Op.PARAM, Op.CONST):
+        raise IRError(f"use param()/const() to make a {op} node")
+    t = infer(op, [i.type for i in inputs], dict(items))
+    return Node(op, t, tuple(inputs), items)
+
+
+def param(index: int, name: str, dtype: DType, shape: Sequence[int] = ()) -> Node:
+    t = TensorType(dtype, check_shape(tuple(shape)))
+    return Node(Op.PARAM, t, (), normalize_attrs({"index": index, "name": name}))
+
+
+def const(value: Any, dtype: DType, shape: Sequence[int] = ()) -> Node:
+    """A constant holding ``value`` (broadcast to ``shape``) converted to ``dtype``'s numpy type.
+
+    Pass a numpy array of the exact dtype to keep exact bits (NaN payloads, -0.0).
+    """
+    shp = check_shape(tuple(shape))
+    arr = np.broadcast_to(np.asarray(value, dtype=dtype.np), shp)
+    return const_bytes(np.ascontiguousarray(arr).tobytes(), dtype, shp)
+
+
+def const_bytes(data: bytes, dtype: DType, shape: Shape) -> Node:
+    t = TensorType(dtype, check_shape(tuple(shape)))
+    if len(data) != t.size * dtype.nbytes:
+        raise IRError(f"constant of type {t} needs {t.size * dtype.nbytes} bytes, got {len(data)}")
+    if dtype is DType.BOOL and any(b > 1 for b in data):
+        raise IRError("a bool constant holds only bytes 0 and 1")
+    return Node(Op.CONST, t, (), (("value", data),))
+
+
+def const_value(node: Node) -> np.ndarray[Any, Any]:
+    """The value of a const node as a numpy array of its type (exact bits)."""
+    data = node.attr("value")
+    assert isinstance(data, bytes)
+    return np.frombuffer(data, dtype=node.dtype.np).reshape(node.shape)
+
+
+def topo_order(results: Iterable[Node]) -> list[Node]:
+    """Nodes reachable from ``results`` in depth-first post-order (inputs left to right).
+
+    This is the canonical order: it depends only on the graph's content.  Iterative, so deep
+    graphs do not exhaust the Python stack.
+    """
+    seen: set[int] = set()
+    order: list[Node] = []
+    for root in results:
+        if id(root) in seen:
+            continue
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        seen.add(id(root))
+        while stack:
+            node, i = stack[-1]
+            if i < len(node.inputs):
+                stack[-1] = (node, i + 1)
+                child = node.inputs[i]
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+class Function:
+    """A region: ordered parameters, results, and everything the results depend on."""
+
+    __slots__ = ("_nodes", "name", "params", "region_hash", "results")
+
+    def __init__(self, name: str, params: Sequence[Node], results: Sequence[Node]) -> None:
+        self.name = name
+        self.params = tuple(params)
+        self.results = tuple(results)
+        if not self.results:
+            raise IRError(f"function '{name}' has no results")
+        for i, p in enumerate(self.params):
+            if p.op is not Op.PARAM or p.attr("index") != i:
+                raise IRError(f"parameter {i} of '{name}' is not param node #{i}")
+        names = [p.attr("name") for p in self.params]
+        if len(set(names)) != len(names):
+            raise IRError(f"function '{name}' has duplicate parameter names")
+        self._nodes = topo_order(self.results)
+        known = set(map(id, self.params))
+        for n in self._nodes:
+            if n.op is Op.PARAM and id(n) not in known:
+                raise IRError(f"'{name}' uses parameter {n.attr('name')!r} it does not declare")
+        body = (
+            _u32(len(self.params))
+            + b"".join(p.hash for p in self.params)
+            + _u32(len(self.results))
+            + b"".join(r.hash for r in self.results)
+        )
+        self.region_hash = hashlib.sha3_256(DOMAIN_REGION + body).digest()
+
+    def nodes(self) -> list[Node]:
+        """Every node the results depend on, inputs before users (canonical order).
+
+        Parameters the results do not use are not included; see ``params``.
+        """
+        return list(self._nodes)
+
+    @property
+    def fingerprint(self) -> str:
+        return self.region_hash.hex()
+
+    def param_names(self) -> list[str]:
+        return [str(p.attr("name")) for p in self.params]
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name} {self.fingerprint[:12]}>"
+
+
+class Graph:
+    """Named exported functions, in a fixed order."""
+
+    __slots__ = ("functions",)
+
+    def __init__(self, functions: Iterable[Function]) -> None:
+        self.functions: dict[str, Function] = {}
+        for f in functions:
+            if f.name in self.functions:
+                raise IRError(f"duplicate export '{f.name}'")
+            self.functions[f.name] = f
+
+    @property
+    def hash(self) -> bytes:
+        body = _u32(len(self.functions)) + b"".join(
+            enc_str(name) + f.region_hash for name, f in self.functions.items()
+        )
+        return hashlib.sha3_256(DOMAIN_GRAPH + body).digest()
+
+    def only(self, name: str) -> Graph:
+        return Graph([self.functions[name]])
+
+
+class FunctionBuilder:
+    """Programmatic construction: ``b = FunctionBuilder("f"); x = b.param("x", DType.F32, [4])``,
+    ``y = b.op("add", x, x)``, ``fn = b.build(y)``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.params: list[Node] = []
+
+    def param(self, name: str, dtype: DType, shape: Sequence[int] = ()) -> Node:
+        p = param(len(self.params), name, dtype, shape)
+        self.params.append(p)
+        return p
+
+    def op(self, op: Op | str, *inputs: Node, **attrs: Any) -> Node:
+        return make_node(op, inputs, attrs)
+
+    def const(self, value: Any, dtype: DType, shape: Sequence[int] = ()) -> Node:
+        return const(value, dtype, shape)
+
+    def build(self, *results: Node) -> Function:
+        return Function(self.name, self.params, results)
+
+
+def dtype_by_code(code: int) -> DType:
+    try:
+        return BY_CODE[code]
+    except KeyError:
+        raise IRError(f"unknown dtype code {code}") from None
+
+
+__all__ = [
+    "DType",
+    "Function",
+    "FunctionBuilder",
+    "Graph",
+    "IRError",
+    "Node",
+    "Op",
+    "TensorType",
+    "TypeRuleError",
+    "const",
+    "const_bytes",
+    "const_value",
+    "make_node",
+    "param",
+    "topo_order",
+]

@@ -1,0 +1,430 @@
+"""``.keg``: the binary graph artifact.  ``dumps``/``loads`` are an exact pair.
+
+Byte layout (little-endian; full description in docs/keg-format.md)::
+
+    header   0  4  magic b"KEG\\0"
+             4  2  u16 format version (1)
+             6  2  u16 section count (6)
+             8  8  u64 reserved, zero
+    table   16 20*6 per section: u32 kind, u64 offset, u64 length
+                 kinds 1..6 in order, contiguous, first at 136, last ending at the file end
+    1 STRINGS  u32 n; n x (u32 len, UTF-8 bytes)
+    2 TYPES    u32 n; n x (u8 dtype code, u8 rank, rank x u32 dim)
+    3 ATTRS    u32 n; n x attribute set: u32 m; m x (u32 key string, u8 tag, payload)
+               tags: 1 i64 | 2 u8 bool | 3 u32 string | 4 u8 dtype | 5 u32 k, k x i64 |
+                     6 u32 k, k bytes
+    4 NODES    u32 n; n x (u32 opcode string, u32 type, u32 attribute set, u32 k,
+                           k x u32 input node index, each < this node's index)
+    5 REGIONS  u32 n; n x (u32 p, p x u32 param node, u32 r, r x u32 result node)
+    6 EXPORTS  u32 n; n x (u32 name string, u32 region, 32-byte fingerprint)
+
+Every table is deduplicated and ordered by first use in the canonical node order, so a graph
+has exactly one encoding: ``loads`` rejects any file that ``dumps`` would not write byte for
+byte, and any stored fingerprint that differs from the recomputed one.  The loader checks every
+length against the bytes left before it allocates, every index against its table, and
+re-verifies every node's type with the typing rules; all failures are :class:`KegError`
+naming the section and byte offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from kera.dtypes import BY_CODE, DType
+from kera.ir import Function, Graph, IRError, Node, normalize_attrs, topo_order
+from kera.ops import ATTRS, AttrValue, Op, TensorType, TypeRuleError, check_shape, infer
+
+MAGIC = b"KEG\0"
+VERSION = 1
+SECTIONS = ("strings", "types", "attrs", "nodes", "regions", "exports")
+HEADER = 16
+TABLE = 20 * len(SECTIONS)
+MAX_FILE = 1 << 31
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+
+class KegError(Exception):
+    """A .keg file that is truncated, corrupted, non-canonical or inconsistent."""
+
+    def __init__(self, section: str, offset: int, message: str) -> None:
+        super().__init__(f"{section} section, byte {offset}: {message}")
+        self.section = section
+        self.offset = offset
+        self.message = message
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+class _Table(Generic[K]):
+    def __init__(self) -> None:
+        self.index: dict[K, int] = {}
+
+    def get(self, key: K) -> int:
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.index)
+        return i
+
+
+def _u32(x: int) -> bytes:
+    return struct.pack("<I", x)
+
+
+def dumps(graph: Graph) -> bytes:
+    strings: _Table[str] = _Table()
+    types: _Table[TensorType] = _Table()
+    attrsets: _Table[tuple[tuple[str, AttrValue], ...]] = _Table()
+    node_ix: dict[int, int] = {}
+    nodes = bytearray()
+    attr_bytes: list[bytes] = []
+
+    def attrset(items: tuple[tuple[str, AttrValue], ...]) -> int:
+        keys = [(strings.get(k), _attr_payload(v, strings)) for k, v in items]
+        before = len(attrsets.index)
+        i = attrsets.get(items)
+        if i == before:
+            attr_bytes.append(_u32(len(keys)) + b"".join(_u32(k) + p for k, p in keys))
+        return i
+
+    for fn in graph.functions.values():
+        for n in topo_order([*fn.params, *fn.results]):
+            if id(n) in node_ix:
+                continue
+            rec = _u32(strings.get(n.op.value)) + _u32(types.get(n.type))
+            rec += _u32(attrset(n.attr_items)) + _u32(len(n.inputs))
+            rec += b"".join(_u32(node_ix[id(i)]) for i in n.inputs)
+            node_ix[id(n)] = len(node_ix)
+            nodes += rec
+    regions = bytearray()
+    exports = bytearray()
+    for r, (name, fn) in enumerate(graph.functions.items()):
+        regions += _u32(len(fn.params)) + b"".join(_u32(node_ix[id(p)]) for p in fn.params)
+        regions += _u32(len(fn.results)) + b"".join(_u32(node_ix[id(x)]) for x in fn.results)
+        exports += _u32(strings.get(name)) + _u32(r) + fn.region_hash
+    sections = [
+        _u32(len(strings.index))
+        + b"".join(_u32(len(b)) + b for b in (s.encode("utf-8") for s in strings.index)),
+        _u32(len(types.index))
+        + b"".join(
+            bytes([t.dtype.code, len(t.shape)]) + b"".join(_u32(d) for d in t.shape)
+            for t in types.index
+        ),
+        _u32(len(attr_bytes)) + b"".join(attr_bytes),
+        _u32(len(node_ix)) + bytes(nodes),
+        _u32(len(graph.functions)) + bytes(regions),
+        _u32(len(graph.functions)) + bytes(exports),
+    ]
+    out = bytearray(MAGIC + struct.pack("<HHQ", VERSION, len(SECTIONS), 0))
+    offset = HEADER + TABLE
+    for kind, body in enumerate(sections, start=1):
+        out += struct.pack("<IQQ", kind, offset, len(body))
+        offset += len(body)
+    for body in sections:
+        out += body
+    return bytes(out)
+
+
+def _attr_payload(v: AttrValue, strings: _Table[str]) -> bytes:
+    if isinstance(v, bool):
+        return b"\x02" + bytes([int(v)])
+    if isinstance(v, int):
+        return b"\x01" + struct.pack("<q", v)
+    if isinstance(v, DType):
+        return b"\x04" + bytes([v.code])
+    if isinstance(v, str):
+        return b"\x03" + _u32(strings.get(v))
+    if isinstance(v, tuple):
+        return b"\x05" + _u32(len(v)) + b"".join(struct.pack("<q", x) for x in v)
+    return b"\x06" + _u32(len(v)) + v
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+class _Reader:
+    """Bounds-checked cursor over one section; every failure is a KegError."""
+
+    def __init__(self, data: bytes, section: str, start: int, end: int) -> None:
+        self.data, self.section, self.pos, self.end = data, section, start, end
+
+    def fail(self, message: str, at: int | None = None) -> KegError:
+        return KegError(self.section, self.pos if at is None else at, message)
+
+    def take(self, n: int, what: str) -> bytes:
+        if n > self.end - self.pos:
+            raise self.fail(f"truncated: {what} needs {n} bytes, {self.end - self.pos} left")
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def u8(self, what: str) -> int:
+        return self.take(1, what)[0]
+
+    def u32(self, what: str) -> int:
+        return int.from_bytes(self.take(4, what), "little")
+
+    def i64(self, what: str) -> int:
+        return int.from_bytes(self.take(8, what), "little", signed=True)
+
+    def count(self, what: str, min_record: int) -> int:
+        at = self.pos
+        n = self.u32(f"{what} count")
+        if n * min_record > self.end - self.pos:
+            raise self.fail(
+                f"{what} count {n} does not fit in the {self.end - self.pos} bytes left", at
+            )
+        return n
+
+    def index(self, what: str, size: int) -> int:
+        at = self.pos
+        i = self.u32(what)
+        if i >= size:
+            raise self.fail(f"{what} {i} out of range (table has {size})", at)
+        return i
+
+    def done(self) -> None:
+        if self.pos != self.end:
+            raise self.fail(f"{self.end - self.pos} unexpected bytes at the end of the section")
+
+
+def _items(r: _Reader, what: str, min_record: int, read: Callable[[int], T]) -> list[T]:
+    return [read(i) for i in range(r.count(what, min_record))]
+
+
+def loads(data: bytes) -> Graph:
+    """Parse and verify a .keg file; raise KegError on anything wrong with it."""
+    if len(data) > MAX_FILE:
+        raise KegError("header", 0, f"file of {len(data)} bytes exceeds the {MAX_FILE}-byte limit")
+    bounds = _header(data)
+    rd = {name: _Reader(data, name, a, b) for name, (a, b) in zip(SECTIONS, bounds, strict=True)}
+    strings = _strings(rd["strings"])
+    types = _types(rd["types"])
+    attrs = _attrsets(rd["attrs"], strings)
+    nodes = _nodes(rd["nodes"], strings, types, attrs)
+    regions = _regions(rd["regions"], nodes)
+    graph = _exports(rd["exports"], strings, regions)
+    canonical = dumps(graph)
+    if canonical != data:
+        at = next(
+            (i for i, (a, b) in enumerate(zip(canonical, data, strict=False)) if a != b), None
+        )
+        at = min(len(canonical), len(data)) if at is None else at
+        raise KegError(_section_at(bounds, at), at, "file is not in canonical form")
+    return graph
+
+
+def _section_at(bounds: list[tuple[int, int]], at: int) -> str:
+    for name, (a, b) in zip(SECTIONS, bounds, strict=True):
+        if a <= at < b:
+            return name
+    return "header"
+
+
+def _header(data: bytes) -> list[tuple[int, int]]:
+    if len(data) < HEADER + TABLE:
+        raise KegError(
+            "header", len(data), f"truncated: a .keg file has at least {HEADER + TABLE} bytes"
+        )
+    if data[:4] != MAGIC:
+        raise KegError("header", 0, f"bad magic {data[:4]!r}, expected {MAGIC!r} (not a .keg file)")
+    version, count, reserved = struct.unpack_from("<HHQ", data, 4)
+    if version != VERSION:
+        raise KegError(
+            "header", 4, f"format version {version} is not supported (expected {VERSION})"
+        )
+    if count != len(SECTIONS):
+        raise KegError("header", 6, f"section count {count}, expected {len(SECTIONS)}")
+    if reserved != 0:
+        raise KegError("header", 8, "reserved bytes are not zero")
+    bounds = []
+    expect = HEADER + TABLE
+    for i, name in enumerate(SECTIONS):
+        at = HEADER + 20 * i
+        kind, offset, length = struct.unpack_from("<IQQ", data, at)
+        if kind != i + 1:
+            raise KegError("header", at, f"section {i} has kind {kind}, expected {i + 1} ({name})")
+        if offset != expect or length > len(data) - offset:
+            raise KegError("header", at + 4, f"{name} section at {offset}+{length} is out of place")
+        bounds.append((offset, offset + length))
+        expect = offset + length
+    if expect != len(data):
+        raise KegError("header", expect, f"{len(data) - expect} bytes after the last section")
+    return bounds
+
+
+def _strings(r: _Reader) -> list[str]:
+    def one(i: int) -> str:
+        at = r.pos
+        raw = r.take(r.u32("string length"), "string bytes")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise r.fail(f"string {i} is not valid UTF-8", at) from None
+
+    out = _items(r, "string", 4, one)
+    r.done()
+    return out
+
+
+def _types(r: _Reader) -> list[TensorType]:
+    def one(i: int) -> TensorType:
+        at = r.pos
+        code, rank = r.u8("dtype"), r.u8("rank")
+        if code not in BY_CODE:
+            raise r.fail(f"type {i} has unknown dtype code {code}", at)
+        dims = tuple(r.u32("dimension") for _ in range(min(rank, 5)))
+        try:
+            return TensorType(BY_CODE[code], check_shape(dims))
+        except TypeRuleError as e:
+            raise r.fail(f"type {i}: {e.message}", at) from None
+
+    out = _items(r, "type", 2, one)
+    r.done()
+    return out
+
+
+def _attr_value(r: _Reader, strings: list[str]) -> AttrValue:
+    at = r.pos
+    tag = r.u8("attribute tag")
+    if tag == 1:
+        return r.i64("integer attribute")
+    if tag == 2:
+        b = r.u8("bool attribute")
+        if b > 1:
+            raise r.fail(f"bool attribute byte {b} is not 0 or 1", at + 1)
+        return bool(b)
+    if tag == 3:
+        return strings[r.index("string attribute", len(strings))]
+    if tag == 4:
+        code = r.u8("dtype attribute")
+        if code not in BY_CODE:
+            raise r.fail(f"unknown dtype code {code}", at + 1)
+        return BY_CODE[code]
+    if tag == 5:
+        return tuple(r.i64("integer list element") for _ in range(r.count("integer list", 8)))
+    if tag == 6:
+        return r.take(r.u32("byte string length"), "byte string")
+    raise r.fail(f"unknown attribute tag {tag}", at)
+
+
+def _attrsets(r: _Reader, strings: list[str]) -> list[tuple[tuple[str, AttrValue], ...]]:
+    def one(i: int) -> tuple[tuple[str, AttrValue], ...]:
+        at = r.pos
+        items = []
+        for _ in range(r.count("attribute", 6)):
+            key = strings[r.index("attribute key", len(strings))]
+            items.append((key, _attr_value(r, strings)))
+        try:
+            norm = normalize_attrs(dict(items))
+        except IRError as e:
+            raise r.fail(f"attribute set {i}: {e}", at) from None
+        if tuple(items) != norm:
+            raise r.fail(f"attribute set {i} is not sorted by key or has duplicate keys", at)
+        return norm
+
+    out = _items(r, "attribute set", 4, one)
+    r.done()
+    return out
+
+
+def _nodes(
+    r: _Reader,
+    strings: list[str],
+    types: list[TensorType],
+    attrs: list[tuple[tuple[str, AttrValue], ...]],
+) -> list[Node]:
+    nodes: list[Node] = []
+
+    def one(i: int) -> Node:
+        at = r.pos
+        name = strings[r.index("opcode", len(strings))]
+        if name not in Op._value2member_map_:
+            raise r.fail(f"node {i} has unknown opcode '{name}'", at)
+        op = Op(name)
+        t = types[r.index("node type", len(types))]
+        items = attrs[r.index("attribute set", len(attrs))]
+        ins = tuple(nodes[r.index("input node", i)] for _ in range(r.count("input", 4)))
+        try:
+            _verify(op, t, ins, items)
+        except (TypeRuleError, IRError) as e:
+            raise r.fail(f"node {i} ({op}): {e}", at) from None
+        return Node(op, t, ins, items)
+
+    for i in range(r.count("node", 16)):
+        nodes.append(one(i))
+    r.done()
+    return nodes
+
+
+def _verify(
+    op: Op, t: TensorType, ins: tuple[Node, ...], items: tuple[tuple[str, AttrValue], ...]
+) -> None:
+    attrs = dict(items)
+    if op in (Op.PARAM, Op.CONST):
+        schema = ATTRS[op]
+        if set(attrs) != set(schema) or not all(isinstance(attrs[k], v) for k, v in schema.items()):
+            raise IRError(f"attributes must be exactly {sorted(schema)}")
+        if ins:
+            raise IRError("takes no operands")
+        if op is Op.CONST:
+            value = attrs["value"]
+            assert isinstance(value, bytes)
+            if len(value) != t.size * t.dtype.nbytes:
+                raise IRError(f"constant of type {t} has {len(value)} bytes")
+            if t.dtype is DType.BOOL and any(b > 1 for b in value):
+                raise IRError("a bool constant holds only bytes 0 and 1")
+        return
+    inferred = infer(op, [i.type for i in ins], attrs)
+    if inferred != t:
+        raise IRError(f"stored type {t} differs from the inferred {inferred}")
+
+
+def _regions(r: _Reader, nodes: list[Node]) -> list[tuple[list[Node], list[Node]]]:
+    def one(i: int) -> tuple[list[Node], list[Node]]:
+        params = [nodes[r.index("param node", len(nodes))] for _ in range(r.count("param", 4))]
+        results = [nodes[r.index("result node", len(nodes))] for _ in range(r.count("result", 4))]
+        return params, results
+
+    out = _items(r, "region", 8, one)
+    r.done()
+    return out
+
+
+def _exports(r: _Reader, strings: list[str], regions: list[tuple[list[Node], list[Node]]]) -> Graph:
+    fns = []
+    for i in range(r.count("export", 40)):
+        at = r.pos
+        name = strings[r.index("export name", len(strings))]
+        params, results = regions[r.index("region", len(regions))]
+        stored = r.take(32, "fingerprint")
+        try:
+            fn = Function(name, params, results)
+        except IRError as e:
+            raise r.fail(f"export {i} ('{name}'): {e}", at) from None
+        if fn.region_hash != stored:
+            raise r.fail(
+                f"export '{name}': stored fingerprint {stored.hex()} does not match the "
+                f"recomputed {fn.fingerprint}",
+                at + 8,
+            )
+        fns.append(fn)
+    r.done()
+    try:
+        return Graph(fns)
+    except IRError as e:
+        raise r.fail(str(e)) from None
+
+
+def load(path: str) -> Graph:
+    with open(path, "rb") as f:
+        return loads(f.read())
+
+
+def dump(graph: Graph, path: str) -> None:
+    with open(path, "wb") as f:
+        f.write(dumps(graph))

@@ -1,0 +1,377 @@
+"""The op enum of the Kera contract, its property sets, and its typing rules.
+
+One enum names every operation; the sets beside it give properties; :func:`infer` is the one
+typing rule used by the graph builder, the .keg loader (as a verifier) and the front end (which
+turns :class:`TypeRuleError` into diagnostics).  The meaning of each op, bit for bit, is in
+``kera.semantics`` and ``docs/semantics.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kera.dtypes import DType
+
+Shape = tuple[int, ...]
+AttrValue = int | bool | str | DType | tuple[int, ...] | bytes
+MAX_RANK = 4
+MAX_DIM = 1 << 24
+
+
+class Op(enum.StrEnum):
+    PARAM = "param"
+    CONST = "const"
+    # unary elementwise
+    NEG = "neg"
+    ABS = "abs"
+    NOT = "not"
+    SQRT = "sqrt"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    TRUNC = "trunc"
+    ROUND = "round"
+    # binary elementwise
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    REM = "rem"
+    MIN = "min"
+    MAX = "max"
+    COPYSIGN = "copysign"
+    AND = "and"
+    OR = "or"
+    XOR = "xor"
+    SHL = "shl"
+    SHR = "shr"
+    EQ = "eq"
+    NE = "ne"
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    # ternary elementwise
+    FMA = "fma"
+    SELECT = "select"
+    # conversions
+    CONVERT = "convert"
+    BITCAST = "bitcast"
+    # reductions
+    SUM = "sum"
+    PROD = "prod"
+    AMIN = "amin"
+    AMAX = "amax"
+    DOT = "dot"
+    MATMUL = "matmul"
+    # data movement
+    BROADCAST = "broadcast"
+    RESHAPE = "reshape"
+    TRANSPOSE = "transpose"
+    SLICE = "slice"
+    CONCAT = "concat"
+    IOTA = "iota"
+
+
+UNARY = frozenset({Op.NEG, Op.ABS, Op.NOT, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND})
+BINARY_ARITH = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.REM, Op.MIN, Op.MAX, Op.COPYSIGN})
+BITWISE = frozenset({Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR})
+COMPARE = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+BINARY = BINARY_ARITH | BITWISE | COMPARE
+ELEMENTWISE = UNARY | BINARY | {Op.FMA, Op.SELECT, Op.CONVERT, Op.BITCAST}
+REDUCE = frozenset({Op.SUM, Op.PROD, Op.AMIN, Op.AMAX})
+MOVEMENT = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA})
+COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.MIN, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.EQ, Op.NE})
+LEAVES = frozenset({Op.PARAM, Op.CONST, Op.IOTA})
+#: ops that exist only on floats / only on ints (and bool where noted)
+FLOAT_ONLY = frozenset({Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND, Op.COPYSIGN, Op.FMA})
+INT_ONLY = frozenset({Op.SHL, Op.SHR})
+BOOL_OK = frozenset({Op.NOT, Op.AND, Op.OR, Op.XOR, Op.EQ, Op.NE, Op.SELECT})
+
+ARITY: dict[Op, int] = {
+    **dict.fromkeys(UNARY, 1),
+    **dict.fromkeys(BINARY, 2),
+    **dict.fromkeys(REDUCE, 1),
+    Op.PARAM: 0,
+    Op.CONST: 0,
+    Op.IOTA: 0,
+    Op.FMA: 3,
+    Op.SELECT: 3,
+    Op.CONVERT: 1,
+    Op.BITCAST: 1,
+    Op.DOT: 2,
+    Op.MATMUL: 2,
+    Op.BROADCAST: 1,
+    Op.RESHAPE: 1,
+    Op.TRANSPOSE: 1,
+    Op.SLICE: 1,
+    Op.CONCAT: 2,
+}
+
+#: attribute schema per op: name -> python type of the value
+ATTRS: dict[Op, dict[str, type]] = {
+    Op.PARAM: {"index": int, "name": str},
+    Op.CONST: {"value": bytes},
+    Op.CONVERT: {"to": DType},
+    Op.BITCAST: {"to": DType},
+    **{op: {"axis": int} for op in REDUCE},
+    Op.BROADCAST: {"shape": tuple},
+    Op.RESHAPE: {"shape": tuple},
+    Op.TRANSPOSE: {"perm": tuple},
+    Op.SLICE: {"start": tuple, "stop": tuple},
+    Op.CONCAT: {"axis": int},
+    Op.IOTA: {"shape": tuple, "axis": int, "to": DType},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    dtype: DType
+    shape: Shape = ()
+
+    def __str__(self) -> str:
+        if not self.shape:
+            return str(self.dtype)
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class TypeRuleError(Exception):
+    """An op applied to operands or attributes its typing rule rejects.
+
+    ``code`` is a stable diagnostic code (``E02xx``) the front end reports as is.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _fail(code: str, message: str) -> TypeRuleError:
+    return TypeRuleError(code, message)
+
+
+def check_shape(shape: object, what: str = "shape") -> Shape:
+    if not isinstance(shape, tuple) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in shape
+    ):
+        raise _fail("E0210", f"{what} must be a list of integers")
+    if len(shape) > MAX_RANK:
+        raise _fail(
+            "E0211", f"{what} {list(shape)} has rank {len(shape)}; the maximum is {MAX_RANK}"
+        )
+    for d in shape:
+        if not 1 <= d <= MAX_DIM:
+            raise _fail("E0211", f"{what} {list(shape)} has a dimension outside 1..{MAX_DIM}")
+    return shape
+
+
+def _check_attrs(op: Op, attrs: Mapping[str, AttrValue]) -> None:
+    schema = ATTRS.get(op, {})
+    for name in attrs:
+        if name not in schema:
+            raise _fail("E0212", f"{op} takes no attribute '{name}'")
+    for name, ty in schema.items():
+        if name not in attrs:
+            raise _fail("E0213", f"{op} needs the attribute '{name}'")
+        v = attrs[name]
+        ok = isinstance(v, ty) and not (ty is int and isinstance(v, bool))
+        if not ok:
+            raise _fail("E0214", f"attribute '{name}' of {op} must be {ty.__name__}")
+
+
+def _axis(axis: object, rank: int, op: Op) -> int:
+    assert isinstance(axis, int)
+    if not 0 <= axis < rank:
+        raise _fail("E0207", f"axis {axis} of {op} is out of range for rank {rank}")
+    return axis
+
+
+def _same(op: Op, types: Sequence[TensorType]) -> None:
+    a = types[0]
+    for b in types[1:]:
+        if a.dtype != b.dtype:
+            raise _fail("E0201", f"{op} needs operands of one dtype, got {a.dtype} and {b.dtype}")
+        if a.shape != b.shape:
+            raise _fail("E0202", f"{op} needs operands of one shape, got {a} and {b}")
+
+
+def _dtype_ok(op: Op, dt: DType) -> None:
+    if op in FLOAT_ONLY and not dt.is_float:
+        raise _fail("E0203", f"{op} is defined on f32 and f64, not {dt}")
+    if op in INT_ONLY and not dt.is_int:
+        raise _fail("E0203", f"{op} is defined on integers, not {dt}")
+    if dt is DType.BOOL and op not in BOOL_OK:
+        raise _fail("E0203", f"{op} is not defined on bool")
+    if op in (Op.AND, Op.OR, Op.XOR, Op.NOT) and dt.is_float:
+        raise _fail("E0203", f"{op} is not defined on {dt}")
+
+
+def _convertible(src: DType, dst: DType) -> bool:
+    return not ((src is DType.BOOL and dst.is_float) or (dst is DType.BOOL and src.is_float))
+
+
+def infer(op: Op, inputs: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    """The result type of ``op`` on ``inputs`` with ``attrs``, or :class:`TypeRuleError`."""
+    if len(inputs) != ARITY[op]:
+        raise _fail("E0204", f"{op} takes {ARITY[op]} operands, got {len(inputs)}")
+    _check_attrs(op, attrs)
+    rule = _RULES.get(op)
+    if rule is not None:
+        return rule(op, inputs, attrs)
+    if op in UNARY or op in BINARY_ARITH or op in BITWISE or op is Op.FMA:
+        _same(op, inputs)
+        _dtype_ok(op, inputs[0].dtype)
+        return inputs[0]
+    if op in COMPARE:
+        _same(op, inputs)
+        _dtype_ok(op, inputs[0].dtype)
+        return TensorType(DType.BOOL, inputs[0].shape)
+    raise AssertionError(f"no typing rule for {op}")
+
+
+def _param(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    raise AssertionError("param types are given, not inferred")
+
+
+def _select(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    c, a, b = ins
+    if c.dtype is not DType.BOOL:
+        raise _fail("E0205", f"the condition of select must be bool, got {c.dtype}")
+    _same(op, [a, b])
+    if c.shape != a.shape:
+        raise _fail("E0202", f"select needs a condition of shape {a.shape}, got {c}")
+    return a
+
+
+def _convert(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    src, dst = ins[0].dtype, attrs["to"]
+    assert isinstance(dst, DType)
+    if not _convertible(src, dst):
+        raise _fail("E0206", f"no conversion from {src} to {dst} (compare with 0.0 instead)")
+    return TensorType(dst, ins[0].shape)
+
+
+def _bitcast(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    src, dst = ins[0].dtype, attrs["to"]
+    assert isinstance(dst, DType)
+    if DType.BOOL in (src, dst) or src.bits != dst.bits:
+        raise _fail("E0206", f"bitcast needs types of one width (not bool): {src} to {dst}")
+    return TensorType(dst, ins[0].shape)
+
+
+def _reduce(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    t = ins[0]
+    if t.dtype is DType.BOOL:
+        raise _fail("E0203", f"{op} is not defined on bool")
+    axis = _axis(attrs["axis"], len(t.shape), op)
+    return TensorType(t.dtype, t.shape[:axis] + t.shape[axis + 1 :])
+
+
+def _dot(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    a, b = ins
+    if a.dtype != b.dtype or a.dtype is DType.BOOL:
+        raise _fail("E0201", f"dot needs two numeric operands of one dtype, got {a} and {b}")
+    if len(a.shape) != 1 or a.shape != b.shape:
+        raise _fail("E0202", f"dot needs two vectors of one length, got {a} and {b}")
+    return TensorType(a.dtype, ())
+
+
+def _matmul(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    a, b = ins
+    if a.dtype != b.dtype or a.dtype is DType.BOOL:
+        raise _fail("E0201", f"matmul needs two numeric operands of one dtype, got {a} and {b}")
+    if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+        raise _fail("E0202", f"matmul needs T[m,k] and T[k,n], got {a} and {b}")
+    return TensorType(a.dtype, (a.shape[0], b.shape[1]))
+
+
+def _broadcast(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    t, shape = ins[0], check_shape(attrs["shape"])
+    if len(t.shape) > len(shape):
+        raise _fail("E0208", f"cannot broadcast {t} to rank {len(shape)}")
+    for s, d in zip(reversed(t.shape), reversed(shape), strict=False):
+        if s not in (1, d):
+            raise _fail("E0208", f"cannot broadcast {t} to shape {list(shape)}")
+    return TensorType(t.dtype, shape)
+
+
+def _reshape(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    t, shape = ins[0], check_shape(attrs["shape"])
+    out = TensorType(t.dtype, shape)
+    if out.size != t.size:
+        raise _fail("E0208", f"cannot reshape {t} ({t.size} elements) to {list(shape)}")
+    return out
+
+
+def _transpose(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    t, perm = ins[0], attrs["perm"]
+    assert isinstance(perm, tuple)
+    if sorted(perm) != list(range(len(t.shape))):
+        raise _fail("E0208", f"perm {list(perm)} is not a permutation of the axes of {t}")
+    return TensorType(t.dtype, tuple(t.shape[p] for p in perm))
+
+
+def _slice(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    t, start, stop = ins[0], attrs["start"], attrs["stop"]
+    assert isinstance(start, tuple) and isinstance(stop, tuple)
+    if len(start) != len(t.shape) or len(stop) != len(t.shape):
+        raise _fail("E0208", f"slice of {t} needs start and stop of length {len(t.shape)}")
+    for a, b, d in zip(start, stop, t.shape, strict=True):
+        if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < b <= d):
+            raise _fail("E0208", f"slice {list(start)}..{list(stop)} is out of bounds for {t}")
+    return TensorType(t.dtype, tuple(b - a for a, b in zip(start, stop, strict=True)))
+
+
+def _concat(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    a, b = ins
+    axis = _axis(attrs["axis"], len(a.shape), op)
+    if a.dtype != b.dtype:
+        raise _fail("E0201", f"concat needs one dtype, got {a.dtype} and {b.dtype}")
+    other = [d for i, d in enumerate(a.shape) if i != axis]
+    if len(a.shape) != len(b.shape) or other != [d for i, d in enumerate(b.shape) if i != axis]:
+        raise _fail("E0202", f"concat along axis {axis} needs matching shapes, got {a} and {b}")
+    shape = list(a.shape)
+    shape[axis] += b.shape[axis]
+    return TensorType(a.dtype, check_shape(tuple(shape)))
+
+
+def _iota(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    shape, to = check_shape(attrs["shape"]), attrs["to"]
+    assert isinstance(to, DType)
+    if len(shape) == 0:
+        raise _fail("E0208", "iota needs a shape of rank >= 1")
+    _axis(attrs["axis"], len(shape), op)
+    if to is DType.BOOL:
+        raise _fail("E0203", "iota is not defined on bool")
+    return TensorType(to, shape)
+
+
+def _const(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    raise AssertionError("const types are given, not inferred")
+
+
+_RULES = {
+    Op.PARAM: _param,
+    Op.CONST: _const,
+    Op.SELECT: _select,
+    Op.CONVERT: _convert,
+    Op.BITCAST: _bitcast,
+    **dict.fromkeys(REDUCE, _reduce),
+    Op.DOT: _dot,
+    Op.MATMUL: _matmul,
+    Op.BROADCAST: _broadcast,
+    Op.RESHAPE: _reshape,
+    Op.TRANSPOSE: _transpose,
+    Op.SLICE: _slice,
+    Op.CONCAT: _concat,
+    Op.IOTA: _iota,
+}

@@ -1,0 +1,75 @@
+"""The canonical, diffable text form of a graph (``kerac show``).
+
+One block per exported function; nodes are numbered in canonical order (``Function.nodes``)::
+
+    export fn saxpy(a: f32, x: f32[8]) -> (f32[8])
+      ; fingerprint 3f2a...
+      %0 = param a : f32
+      %1 = broadcast %0 {shape=[8]} : f32[8]
+      %2 = const [0x3fc00000] : f32          ; 1.5
+      return %1
+
+Constants print their exact bits in hex (one word per element), so NaN payloads and -0.0 are
+visible; scalar float constants add their decimal value in a comment.  The text depends only on
+the graph's content, which makes it suitable for golden tests.
+"""
+
+from __future__ import annotations
+
+from kera.dtypes import DType
+from kera.ir import Function, Graph, Node, const_value
+from kera.ops import AttrValue, Op
+
+
+def _attr(v: AttrValue) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(map(str, v)) + "]"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, bytes):
+        return "0x" + v.hex()
+    return str(v)
+
+
+def const_text(node: Node) -> str:
+    v = const_value(node)
+    if node.dtype is DType.BOOL:
+        words = ["1" if x else "0" for x in v.reshape(-1)]
+    else:
+        width = node.dtype.nbytes * 2
+        words = [f"0x{int(x):0{width}x}" for x in v.view(node.dtype.uint).reshape(-1)]
+    text = "[" + ", ".join(words) + "]"
+    if node.dtype.is_float and not node.shape:
+        text += f"  ; {float(v)!r}"
+    elif node.dtype.is_int and not node.shape:
+        text += f"  ; {int(v)}"
+    return text
+
+
+def function_text(fn: Function) -> str:
+    num: dict[int, int] = {}
+    sig = ", ".join(
+        f"{name}: {p.type}" for name, p in zip(fn.param_names(), fn.params, strict=True)
+    )
+    res = ", ".join(str(r.type) for r in fn.results)
+    lines = [f"export fn {fn.name}({sig}) -> ({res})", f"  ; fingerprint {fn.fingerprint}"]
+    for n in fn.nodes():
+        i = num[id(n)] = len(num)
+        if n.op is Op.PARAM:
+            body = f"param {n.attr('name')!s}"
+        elif n.op is Op.CONST:
+            lines.append(f"  %{i} = const : {n.type} {const_text(n)}")
+            continue
+        else:
+            args = " ".join(f"%{num[id(x)]}" for x in n.inputs)
+            attrs = ", ".join(f"{k}={_attr(v)}" for k, v in n.attr_items)
+            body = " ".join(filter(None, [n.op.value, args, "{" + attrs + "}" if attrs else ""]))
+        lines.append(f"  %{i} = {body} : {n.type}")
+    lines.append("  return " + ", ".join(f"%{num[id(r)]}" for r in fn.results))
+    return "\n".join(lines)
+
+
+def graph_text(graph: Graph) -> str:
+    return "\n\n".join(function_text(f) for f in graph.functions.values()) + "\n"

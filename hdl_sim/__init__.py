@@ -1,0 +1,1 @@
+"""RTL library of the Verilog back end (IEEE-754 cores), shipped as package data."""

@@ -1,0 +1,1 @@
+"""keracheck: compile once, run every target, compare bit for bit."""
