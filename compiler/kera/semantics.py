@@ -86,8 +86,8 @@ def _round_to_odd_sum(x: Array, y: Array) -> Array:
 
 
 def fma32(a: Array, b: Array, c: Array) -> Array:
-    a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
     with np.errstate(all="ignore"):
+        a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
         p = a64 * b64  # exact: 24 + 24 bits, exponent within f64 range
         s = _round_to_odd_sum(p, c64)
         return canon(s.astype(np.float32))
@@ -117,13 +117,15 @@ def _fma64_exact_scalar(a: float, b: float, c: float) -> float:
     try:
         return exact.numerator / exact.denominator  # CPython: correctly rounded (RNE)
     except OverflowError:
-        return math.copysign(math.inf, exact)
+        return math.inf if exact > 0 else -math.inf
 
 
 def fma64(a: Array, b: Array, c: Array) -> Array:
     a, b, c = np.broadcast_arrays(a, b, c)
     with np.errstate(all="ignore"):
-        out = a * b + c  # right for inf/NaN operands; finite lanes are recomputed below
+        # right for inf/NaN operands (a finite product never turns an infinite c into NaN);
+        # finite lanes are recomputed exactly below
+        out = np.where(np.isinf(c) & np.isfinite(a) & np.isfinite(b), c, a * b + c)
         _, ea = np.frexp(a)
         _, eb = np.frexp(b)
         _, ec = np.frexp(c)
@@ -134,6 +136,8 @@ def fma64(a: Array, b: Array, c: Array) -> Array:
             & (b != 0)
             & (c != 0)
             & (np.abs(ea + eb) < 900)
+            & (np.abs(ea) < 990)  # Veltkamp's split multiplies by 2**27 + 1: keep it finite
+            & (np.abs(eb) < 990)
             & (ec > -900)
             & (ec < 1000)
         )
@@ -213,7 +217,7 @@ def _int_divrem(a: Array, b: Array) -> tuple[Array, Array]:
         safe = np.where(zero | ovf, a.dtype.type(1), b)
         q = a // safe  # floor division
         r = a - q * safe
-        adjust = (r != 0) & ((r < 0) != (safe < 0))
+        adjust = (r != 0) & ((a < 0) != (safe < 0))  # floor -> truncation
         q = np.where(adjust, q + 1, q)
         r = np.where(adjust, r - safe, r)
         q = np.where(ovf, a, q)  # MIN / -1 wraps to MIN

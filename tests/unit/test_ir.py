@@ -1,0 +1,140 @@
+"""IR: interning, canonical order, fingerprints (stability and sensitivity), golden text."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kera.dtypes import DType
+from kera.ir import Function, FunctionBuilder, Graph, IRError, const, make_node
+from kera.ops import TypeRuleError
+from kera.text import graph_text
+
+
+def saxpy(op: str = "add", scale: Any = 2.5, dtype: DType = DType.F32, n: int = 4) -> Function:
+    b = FunctionBuilder("saxpy")
+    x = b.param("x", dtype, [n])
+    y = b.param("y", dtype, [n])
+    a = b.op("broadcast", b.const(np.asarray(scale, dtype=dtype.np), dtype), shape=[n])
+    return b.build(b.op(op, b.op("mul", a, x), y))
+
+
+GOLDEN_FP = "a43260042e81df75870a82abf80ae01bb3a8479b8d81670078e572ca150a04c3"
+
+
+def test_identical_nodes_are_one_object() -> None:
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.I32, [3])
+    assert b.op("add", x, x) is b.op("add", x, x)
+    assert const(np.int32(1), DType.I32) is const(1, DType.I32)
+    assert b.op("add", x, x) is not b.op("sub", x, x)
+
+
+def test_nodes_are_immutable() -> None:
+    n = const(1, DType.I32)
+    with pytest.raises(AttributeError):
+        n.op = "add"  # type: ignore[misc, assignment]
+
+
+def test_fingerprint_is_stable_across_processes_and_hash_seeds() -> None:
+    code = (
+        "import sys; sys.path.insert(0, 'tests/unit');"
+        "from test_ir import saxpy; print(saxpy().fingerprint)"
+    )
+    seen = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        seen.add(out.stdout.strip())
+    assert seen == {saxpy().fingerprint}
+    assert saxpy().fingerprint == GOLDEN_FP, "canonical encoding changed: bump SCHEMA_VERSION"
+
+
+def test_one_bit_changes_change_the_fingerprint() -> None:
+    base = saxpy().fingerprint
+    flipped = np.array([2.5], np.float32).view(np.uint32) ^ np.uint32(1)
+    variants = {
+        "constant bit": saxpy(scale=flipped.view(np.float32)[0]),
+        "negative zero": saxpy(scale=np.float32(-0.0)),
+        "operator": saxpy(op="sub"),
+        "dtype": saxpy(dtype=DType.F64, scale=np.float64(2.5)),
+        "shape": saxpy(n=5),
+    }
+    for what, fn in variants.items():
+        assert fn.fingerprint != base, what
+    assert saxpy(scale=np.float32(0.0)).fingerprint != saxpy(scale=np.float32(-0.0)).fingerprint
+
+
+def test_edges_and_parameter_names_count_but_function_name_does_not() -> None:
+    def f(swap: bool, pname: str = "y", fname: str = "f") -> Function:
+        b = FunctionBuilder(fname)
+        x, y = b.param("x", DType.I32), b.param(pname, DType.I32)
+        return b.build(b.op("sub", y, x) if swap else b.op("sub", x, y))
+
+    assert f(False).fingerprint != f(True).fingerprint
+    assert f(False).fingerprint != f(False, pname="z").fingerprint
+    assert f(False).fingerprint == f(False, fname="g").fingerprint
+
+
+def test_nan_payload_constants_are_distinct() -> None:
+    a = const(np.array(0x7FC00001, np.uint32).view(np.float32), DType.F32)
+    b = const(np.array(0x7FC00002, np.uint32).view(np.float32), DType.F32)
+    assert a is not b and a.hash != b.hash
+
+
+def test_type_errors_are_reported_with_codes() -> None:
+    b = FunctionBuilder("f")
+    x, y = b.param("x", DType.F32, [4]), b.param("y", DType.I32, [4])
+    with pytest.raises(TypeRuleError) as e:
+        make_node("add", [x, y])
+    assert e.value.code == "E0201"
+    with pytest.raises(TypeRuleError) as e:
+        make_node("sum", [x], {"axis": 1})
+    assert e.value.code == "E0207"
+    with pytest.raises(TypeRuleError) as e:
+        make_node("shl", [x, x])
+    assert e.value.code == "E0203"
+
+
+def test_function_rejects_undeclared_params() -> None:
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.I32)
+    other = FunctionBuilder("g").param("x", DType.I64)
+    with pytest.raises(IRError):
+        Function("f", [x], [make_node("convert", [other], {"to": DType.I32})])
+
+
+def test_topological_order_handles_deep_graphs() -> None:
+    b = FunctionBuilder("deep")
+    x = b.param("x", DType.I32)
+    y = x
+    for _ in range(20000):
+        y = b.op("add", y, x)
+    fn = b.build(y)
+    nodes = fn.nodes()
+    assert len(nodes) == 20001 and nodes[0] is x
+
+
+GOLDEN_TEXT = """\
+export fn saxpy(x: f32[4], y: f32[4]) -> (f32[4])
+  ; fingerprint {fp}
+  %0 = const : f32 [0x40200000]  ; 2.5
+  %1 = broadcast %0 {{shape=[4]}} : f32[4]
+  %2 = param x : f32[4]
+  %3 = mul %1 %2 : f32[4]
+  %4 = param y : f32[4]
+  %5 = add %3 %4 : f32[4]
+  return %5
+"""
+
+
+def test_golden_text_form() -> None:
+    fn = saxpy()
+    assert graph_text(Graph([fn])) == GOLDEN_TEXT.format(fp=fn.fingerprint)
