@@ -1,0 +1,303 @@
+"""Report formats for a keracheck run-result dict.
+
+``render(fmt, run, **opts) -> str`` is the one entry point; :data:`FORMATS` names the formats.
+``run`` is the dict ``keracheck run --format json`` prints (schema: ``schemas/run-v1.json``).
+The format modules (text, junit, sarif, github, html) each expose ``render(run, **opts)`` and
+share what lives here:
+
+* rule ids, stable across releases: KC001 bit divergence, KC002 divergence in NaN payloads or
+  the sign of zero only, KC003 target error, KC004 nondeterministic (repeats of one target
+  differ);
+* findings: one per divergence (baselined ones flagged) and one per target error, in case
+  order, each with a title, a one-line message and the SARIF partial fingerprint
+  ``<fingerprint>:<a>:<b>:<output>`` (``<fingerprint>:<target>:error`` for errors);
+* mismatch rows: index, hex bits and sign|exponent|mantissa fields per target, class, ulp.
+
+The reference interpreter (target ``ref``) is the oracle: a divergence between ``ref`` and
+``x`` is blamed on ``x``; between two other targets on both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FORMATS = ("text", "json", "junit", "sarif", "github", "html")
+REFERENCE = "ref"
+Run = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A stable finding kind (SARIF rule, annotation title prefix, JUnit failure type)."""
+
+    id: str
+    name: str  # kebab-case, shown to people
+    title: str  # PascalCase, SARIF's rule name
+    description: str
+
+
+RULES = {
+    "KC001": Rule(
+        "KC001",
+        "bit-divergence",
+        "BitDivergence",
+        "Targets produced different bits for one output.",
+    ),
+    "KC002": Rule(
+        "KC002",
+        "nan-payload-or-signed-zero",
+        "NanPayloadOrSignedZero",
+        "Targets differ only in NaN payloads/signs or in the sign of zero.",
+    ),
+    "KC003": Rule(
+        "KC003", "target-error", "TargetError", "A target failed to build or run the case."
+    ),
+    "KC004": Rule(
+        "KC004",
+        "nondeterministic",
+        "Nondeterministic",
+        "Repeated runs of one target gave different bits.",
+    ),
+}
+_QUIET_CLASSES = frozenset({"nan-payload", "signed-zero"})  # KC002 when nothing else differs
+
+
+def rule_for(divergence: Mapping[str, Any]) -> str:
+    """The rule id of one divergence record."""
+    if divergence.get("kind") == "nondeterministic":
+        return "KC004"
+    classes = set(divergence.get("classes") or {})
+    return "KC002" if classes and classes <= _QUIET_CLASSES else "KC001"
+
+
+def blamed(divergence: Mapping[str, Any]) -> tuple[str, ...]:
+    """The targets a divergence counts against (everyone but the oracle, when it is present)."""
+    targets = tuple(dict.fromkeys(divergence["targets"]))
+    others = tuple(t for t in targets if t != REFERENCE)
+    return others or targets
+
+
+def short_fp(case: Mapping[str, Any]) -> str:
+    return str(case["fingerprint"])[:12]
+
+
+def case_name(case: Mapping[str, Any]) -> str:
+    return f"{case['path']}:{case['function']}"
+
+
+def case_label(case: Mapping[str, Any]) -> str:
+    """``<fp12> <path>:<function>``: the JUnit test name and the heading of a case everywhere."""
+    return f"{short_fp(case)} {case_name(case)}"
+
+
+def classes_text(divergence: Mapping[str, Any]) -> str:
+    classes = divergence.get("classes") or {}
+    return ", ".join(f"{name} {count}" for name, count in sorted(classes.items()))
+
+
+def pair_text(divergence: Mapping[str, Any]) -> str:
+    targets = list(divergence["targets"])
+    if divergence.get("kind") == "nondeterministic" and len(set(targets)) == 1:
+        return f"{targets[0]} (repeats)"
+    return " vs ".join(targets)
+
+
+def mismatch_summary(divergence: Mapping[str, Any]) -> str:
+    """``output 0: 3/512 elements differ (0.59%), max ulp 1; nan-payload 1, ulp(1) 2``."""
+    mismatched, total = divergence["mismatched"], divergence["total"]
+    share = 100.0 * mismatched / total if total else 0.0
+    text = f"output {divergence['output']}: {mismatched}/{total} elements differ ({share:.2f}%)"
+    if divergence.get("maxUlp") is not None:
+        text += f", max ulp {divergence['maxUlp']}"
+    classes = classes_text(divergence)
+    return f"{text}; {classes}" if classes else text
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to report: a divergence or a target error of one case."""
+
+    rule: str
+    case: Mapping[str, Any]
+    targets: tuple[str, ...]
+    output: int | None
+    title: str
+    message: str
+    partial_fingerprint: str
+    baselined: bool = False
+    reason: str | None = None
+    divergence: Mapping[str, Any] | None = None
+
+
+def _divergence_finding(case: Mapping[str, Any], divergence: Mapping[str, Any]) -> Finding:
+    rule = rule_for(divergence)
+    targets = tuple(divergence["targets"])
+    # a one-target record (nondeterminism) reads as the pair (t, t)
+    fingerprint = f"{case['fingerprint']}:{targets[0]}:{targets[-1]}:{divergence['output']}"
+    message = f"{case_name(case)} {pair_text(divergence)}, {mismatch_summary(divergence)}"
+    first = (divergence.get("examples") or [None])[0]
+    if first is not None:
+        bits = " ".join(f"{t} {b}" for t, b in first["bits"].items())
+        message += f". First at {list(first['index'])}: {bits}"
+    if case.get("repro"):
+        message += f". Repro: {case['repro']}"
+    return Finding(
+        rule=rule,
+        case=case,
+        targets=targets,
+        output=divergence["output"],
+        title=f"{rule} {RULES[rule].name}: {pair_text(divergence)}",
+        message=message,
+        partial_fingerprint=fingerprint,
+        baselined=bool(divergence.get("baselined")),
+        reason=divergence.get("reason"),
+        divergence=divergence,
+    )
+
+
+def _error_finding(case: Mapping[str, Any], target: str, result: Mapping[str, Any]) -> Finding:
+    message = f"{case_name(case)} on {target}: {result.get('message') or 'failed'}"
+    if case.get("repro"):
+        message += f". Repro: {case['repro']}"
+    return Finding(
+        rule="KC003",
+        case=case,
+        targets=(target,),
+        output=None,
+        title=f"KC003 target-error: {target}",
+        message=message,
+        partial_fingerprint=f"{case['fingerprint']}:{target}:error",
+    )
+
+
+def findings(run: Run) -> list[Finding]:
+    """Every divergence and target error of the run, case by case, in run order."""
+    found: list[Finding] = []
+    for case in run.get("cases") or []:
+        found += [_divergence_finding(case, d) for d in case.get("divergences") or []]
+        for target, result in sorted(case["targets"].items()):
+            if result["status"] == "error":
+                found.append(_error_finding(case, target, result))
+    return found
+
+
+# ------------------------------------------------------------------------- bit-level mismatches
+
+# hex digits of the bit pattern -> (exponent bits, mantissa bits) of the IEEE format
+_FLOAT_LAYOUT = {4: (5, 10), 8: (8, 23), 16: (11, 52)}
+
+
+def float_fields(bits: str) -> str:
+    """``0x7fc00000`` -> ``0|11111111|10000000000000000000000`` (f16/f32/f64 by width)."""
+    digits = bits.removeprefix("0x")
+    if len(digits) not in _FLOAT_LAYOUT:
+        return ""
+    exponent, _ = _FLOAT_LAYOUT[len(digits)]
+    binary = format(int(digits, 16), f"0{4 * len(digits)}b")
+    return f"{binary[0]}|{binary[1 : 1 + exponent]}|{binary[1 + exponent :]}"
+
+
+def differing_positions(values: Sequence[str]) -> set[int]:
+    """Character positions where the given equal-length strings do not all agree."""
+    if len({len(v) for v in values}) != 1:
+        return set(range(max((len(v) for v in values), default=0)))
+    return {i for i, chars in enumerate(zip(*values, strict=True)) if len(set(chars)) > 1}
+
+
+@dataclass(frozen=True)
+class MismatchRow:
+    """One example element: its index and, per target, hex bits and IEEE fields."""
+
+    index: str
+    bits: dict[str, str]
+    fields: dict[str, str]
+    klass: str
+    ulp: str
+
+
+def _ulp(example: Mapping[str, Any]) -> str:
+    if example.get("ulp") is not None:
+        return str(example["ulp"])
+    klass = str(example.get("class", ""))
+    return klass[4:-1] if klass.startswith("ulp(") and klass.endswith(")") else "-"
+
+
+def _fields(example: Mapping[str, Any], target: str, bits: str) -> str:
+    if example.get("class") == "int":
+        return ""
+    given = (example.get("fields") or {}).get(target)
+    return str(given) if given else float_fields(bits)
+
+
+def mismatch_rows(divergence: Mapping[str, Any]) -> list[MismatchRow]:
+    """The recorded example mismatches of one divergence, ready for a table."""
+    rows = []
+    for example in divergence.get("examples") or []:
+        bits = {t: str(b) for t, b in example["bits"].items()}
+        rows.append(
+            MismatchRow(
+                index=str(list(example["index"])),
+                bits=bits,
+                fields={t: _fields(example, t, b) for t, b in bits.items()},
+                klass=str(example.get("class", "")),
+                ulp=_ulp(example),
+            )
+        )
+    return rows
+
+
+def column_targets(run: Run) -> list[str]:
+    """Target ids in run order, then any a case mentions that the run header did not."""
+    ordered = list((run.get("run") or {}).get("targets") or [])
+    for case in run.get("cases") or []:
+        ordered += [t for t in case["targets"] if t not in ordered]
+    return ordered
+
+
+def target_cell(case: Mapping[str, Any], target: str) -> str:
+    """Short status of one case on one target: ok, DIFF, baselined, ERROR, unsupported, ..."""
+    result = case["targets"].get(target)
+    if result is None:
+        return "-"
+    if result["status"] != "ok":
+        return "ERROR" if result["status"] == "error" else str(result["status"])
+    divergences = [d for d in case.get("divergences") or [] if target in blamed(d)]
+    if any(not d.get("baselined") for d in divergences):
+        return "DIFF"
+    return "baselined" if divergences else "ok"
+
+
+def summary_line(run: Run) -> str:
+    s = run.get("summary") or {}
+    words = ("agree", "diverge", "error", "skipped", "baselined")
+    counts = ", ".join(f"{s.get(w, 0)} {w}" for w in words)
+    return f"{s.get('cases', 0)} cases: {counts} (exit {s.get('exitCode', '?')})"
+
+
+# ------------------------------------------------------------------------------------ dispatch
+
+
+def _json(run: Run, **opts: Any) -> str:
+    return json.dumps(run, indent=opts.get("indent", 2), sort_keys=False) + "\n"
+
+
+def _renderer(fmt: str) -> Callable[..., str]:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        return _json
+    renderer: Callable[..., str] = importlib.import_module(f"keracheck.formats.{fmt}").render
+    return renderer
+
+
+def render(fmt: str, run: Run, **opts: Any) -> str:
+    """Render a run-result dict in one of :data:`FORMATS`; options are the format's own.
+
+    text: ``terminal`` (bool, rich colours), ``width``.  github: ``step_summary`` (a path, or
+    None; defaults to ``$GITHUB_STEP_SUMMARY``).  html: ``signature`` (see ``html.render``).
+    """
+    return _renderer(fmt)(run, **opts)
