@@ -1,0 +1,1 @@
+"""Runners: one module per external tool (PATH/import check, invocation, clear errors)."""
