@@ -173,6 +173,11 @@ def load_private_key(
     return key
 
 
+def load_signing_key(source: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """The CLI's ``--key``: a file or ``env://VAR``, unlocked by $KERACHECK_KEY_PASSWORD if set."""
+    return load_private_key(source, PASSWORD_ENV if os.environ.get(PASSWORD_ENV) else None)
+
+
 def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
     """Load an SPKI PEM Ed25519 public key (``keracheck.pub``)."""
     data = _read_key_bytes(path)

@@ -123,7 +123,9 @@ def _targets(run: Run) -> str:
     for target in run.get("targets") or []:
         versions = ", ".join(f"{k} {v}" for k, v in sorted((target.get("versions") or {}).items()))
         state = "available" if target.get("available") else "unavailable"
-        note = " ".join(str(target[k]) for k in ("reason", "fix") if target.get(k))
+        note = str(target.get("reason") or "")
+        if target.get("fix"):
+            note += f" (fix: {target['fix']})"
         rows.append([esc(target["id"]), _cell(state), esc(versions), esc(note)])
     return _table(["target", "state", "toolchain", "reason / fix"], rows) if rows else ""
 

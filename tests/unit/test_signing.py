@@ -7,7 +7,10 @@ import copy
 import functools
 import hashlib
 import json
+import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +180,19 @@ def test_encrypted_key_with_password_env(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.delenv("KERACHECK_KEY_PASSWORD")
     with pytest.raises(KeyFileError, match="KERACHECK_KEY_PASSWORD is not set"):
         load_private_key(key_path, "KERACHECK_KEY_PASSWORD")
+
+
+def test_signing_key_uses_the_password_variable_only_when_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain, _ = keygen(tmp_path / "plain")
+    monkeypatch.setenv("KERACHECK_KEY_PASSWORD", "pw")
+    locked, _ = keygen(tmp_path / "locked", "KERACHECK_KEY_PASSWORD")
+    assert isinstance(signing.load_signing_key(locked), Ed25519PrivateKey)
+    monkeypatch.setenv("KERACHECK_KEY_PASSWORD", "")
+    assert isinstance(signing.load_signing_key(plain), Ed25519PrivateKey)
+    with pytest.raises(KeyFileError, match="the key is encrypted"):
+        signing.load_signing_key(locked)
 
 
 def test_password_for_a_plain_key_is_reported(
@@ -407,3 +423,44 @@ def test_dropped_reordered_and_replayed_lines_fail() -> None:
 def test_unreadable_report(tmp_path: Path) -> None:
     result = verify_report(tmp_path / "missing.intoto.jsonl", fixed_key().public_key())
     assert not result.ok and result.errors[0].startswith("report: cannot read")
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
+
+
+def test_standalone_script_in_the_docs_verifies_and_rejects(tmp_path: Path) -> None:
+    text = DOCS.read_text()
+    section = text[text.index("### Verifying without keracheck") :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match is not None
+    script = tmp_path / "verify_report.py"
+    script.write_text(match.group(1))
+    pub = tmp_path / "keracheck.pub"
+    pub.write_bytes(
+        fixed_key()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    report, keg = tmp_path / "run.intoto.jsonl", tmp_path / "div.keg"
+    report.write_bytes(full_report())
+    keg.write_bytes(b"diverge")
+
+    def run() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, str(script), str(report), str(pub), str(keg)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+    done = run()
+    assert done.returncode == 0, done.stderr
+    assert f"{keg}: is corpora/nan.kera:div_f32" in done.stdout
+    assert done.stdout.endswith("VERIFIED: FAILED 3 cases\n")
+    lines = full_report().splitlines(keepends=True)
+    envelope = json.loads(lines[1])
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"]["result"] = "PASSED"
+    envelope["payload"] = base64.b64encode(signing.canonical_json(statement)).decode()
+    report.write_bytes(lines[0] + signing.canonical_json(envelope) + b"\n" + b"".join(lines[2:]))
+    done = run()
+    assert done.returncode == 1 and "FAILED: line 2" in done.stderr
+    report.write_bytes(b"".join([lines[0], *lines[2:]]))
+    done = run()
+    assert done.returncode == 1 and "does not list exactly these" in done.stderr
