@@ -1,0 +1,427 @@
+"""``keracheck``: run every target, compare bit for bit, sign and verify reports.
+
+Exit codes (every subcommand): 0 success / all agree; 1 a new divergence (``run``), or a report
+that fails verification (``verify``); 2 usage, configuration or input error; 3 internal error or
+target crash; 4 a required target is unavailable; 5 nothing to run.  Bad input never produces a
+traceback: errors go to stderr as ``keracheck: <file>: <message>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from keracheck import config as config_mod
+from keracheck import harness
+from keracheck.harness import EXIT_CRASH, EXIT_DIVERGE, EXIT_OK, EXIT_USAGE, Options
+
+FORMATS = ("text", "json", "junit", "sarif", "github", "html")
+
+
+class UsageError(Exception):
+    pass
+
+
+def _csv(v: str | None) -> list[str] | None:
+    return None if v is None else [t.strip() for t in v.split(",") if t.strip()]
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI") and not os.environ.get("NO_COLOR")
+
+
+def _err(msg: str) -> None:
+    print(f"keracheck: {msg}", file=sys.stderr)
+
+
+def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
+    from keracheck.targets import TargetError, load_plugin
+
+    def pick(name: str, default: Any) -> Any:
+        v = getattr(args, name, None)
+        return v if v is not None else conf.get(name, default)
+
+    plugins: dict[str, str] = {}
+    for spec in [*(conf.get("backend_plugins") or []), *(args.backend_plugin or [])]:
+        try:
+            tid, s = load_plugin(spec)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+        plugins[tid] = s
+    targets = _csv(args.targets) if args.targets else conf.get("targets")
+    require = _csv(args.require) if getattr(args, "require", None) else conf.get("require", [])
+    for name in ("inputs", "repeat", "jobs"):
+        if pick(name, 1) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    baseline = None
+    bpath = pick("baseline", None)
+    if bpath:
+        try:
+            baseline = harness.load_baseline(bpath)
+        except harness.BaselineError as e:
+            raise UsageError(str(e)) from None
+    return Options(
+        targets=targets,
+        require=require or [],
+        plugins=plugins,
+        n=pick("inputs", 64),
+        seed=pick("seed", 0),
+        repeat=pick("repeat", 1),
+        jobs=pick("jobs", os.cpu_count() or 2),
+        timeout=float(pick("timeout", 120.0)),
+        baseline=baseline,
+        dump_outputs=getattr(args, "dump_outputs", None),
+        cache_dir=None
+        if getattr(args, "no_cache", False) or pick("repeat", 1) > 1
+        else harness.default_cache_dir(),
+        command="keracheck " + " ".join(sys.argv[1:]) if sys.argv[1:] else "keracheck run",
+        progress=(lambda m: print(f"  {m}", file=sys.stderr)) if _interactive() else None,
+    )
+
+
+def emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"{output}: cannot write: {e.strerror or e}") from None
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def summarize(doc: dict[str, Any]) -> None:
+    s = doc["summary"]
+    for e in doc["errors"]:
+        _err(
+            e["message"]
+            if e["message"].startswith(e["path"]) or not e["path"]
+            else f"{e['path']}: {e['message']}"
+        )
+    for e in doc.get("staleBaseline", []):
+        _err(
+            f"stale baseline entry (no longer diverges): {e['fingerprint'][:12]} {e['targets']} output {e['output']}"
+        )
+    line = (
+        f"{s['cases']} cases: {s['agree']} agree, {s['diverge']} diverge, {s['error']} error, "
+        f"{s['skipped']} skipped, {s['baselined']} baselined divergences, "
+        f"{s['inputErrors']} input errors -> exit {s['exitCode']}"
+    )
+    if _interactive():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="keracheck targets")
+        for col in ("target", "status"):
+            table.add_column(col)
+        for t in doc["targets"]:
+            table.add_row(t["id"], "available" if t["available"] else f"unavailable: {t['reason']}")
+        Console(stderr=True).print(table)
+    print(line, file=sys.stderr)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    conf, _ = config_mod.load()
+    opts = build_options(args, conf)
+    fmt = args.format or conf.get("format", "text")
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
+    doc, code = harness.run(args.paths, opts)
+    if "message" in doc["summary"]:
+        _err(doc["summary"]["message"])
+    if args.report:
+        if not args.key:
+            raise UsageError(
+                "--report needs --key PATH (create one with 'keracheck keygen --out DIR')"
+            )
+        from keracheck import signing
+
+        try:
+            key = signing.load_private_key(args.key, args.key_password_env)
+            signing.write_report(args.report, doc, key)
+        except signing.KeyFileError as e:
+            raise UsageError(str(e)) from None
+        except OSError as e:
+            raise UsageError(f"{args.report}: cannot write report: {e.strerror or e}") from None
+    from keracheck.formats import render
+
+    sig = "signed" if args.report else "unsigned"
+    emit(render(fmt, doc, signature=sig) if fmt == "html" else render(fmt, doc), args.output)
+    summarize(doc)
+    return code
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from keracheck.targets import TargetError, known_specs, load_plugin, resolve
+
+    specs = known_specs()
+    for spec in args.backend_plugin or []:
+        try:
+            tid, s = load_plugin(spec)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+        specs[tid] = s
+    rows: list[dict[str, Any]] = []
+    for tid, spec in specs.items():
+        t = resolve(tid, spec)
+        ops = sorted(t.backend.supported_ops()) if t.backend is not None else []
+        rows.append(
+            {
+                "id": tid,
+                "available": t.available,
+                "reason": t.reason,
+                "fix": harness.fix_hint(t.reason),
+                "plugin": spec,
+                "supportedOps": len(ops),
+            }
+        )
+    if args.format == "json":
+        emit(json.dumps({"schemaVersion": 1, "targets": rows}, indent=2), None)
+    else:
+        width = max(len(r["id"]) for r in rows)
+        for r in rows:
+            state = "available" if r["available"] else f"unavailable: {r['reason']}"
+            emit(f"{r['id']:<{width}}  {state}", None)
+    return EXIT_OK
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from keracheck import signing
+
+    try:
+        key, pub = signing.keygen(args.out, args.password_env, force=args.force)
+    except signing.KeyFileError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"{args.out}: cannot write keys: {e.strerror or e}") from None
+    print(f"private key: {key} (mode 0600)\npublic key:  {pub}")
+    return EXIT_OK
+
+
+def _keg_lookup(name: str) -> bytes | None:
+    """The .keg bytes a report subject names (``<path>:<function>``), rebuilt from the file."""
+    path, _, function = name.rpartition(":")
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        graph = harness.compile_file(path)
+    except ValueError:
+        return None
+    if function not in graph.functions:
+        return None
+    from kera import keg
+    from kera.ir import Graph
+
+    return keg.dumps(Graph([graph.functions[function]]))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from keracheck import signing
+
+    try:
+        pub = signing.load_public_key(args.key)
+    except signing.KeyFileError as e:
+        raise UsageError(str(e)) from None
+    if not os.path.exists(args.file):
+        raise UsageError(f"{args.file}: no such report")
+    result = signing.verify_report(args.file, pub, _keg_lookup)
+    ok = result.ok
+    lines = [result.describe()]
+    if ok and args.rerun:
+        ok, more = rerun_report(result)
+        lines += more
+    print("\n".join(lines))
+    return EXIT_OK if ok else EXIT_DIVERGE
+
+
+def rerun_report(result: Any) -> tuple[bool, list[str]]:
+    """Re-execute each verified case and compare the recorded output digests."""
+    ok, lines = True, []
+    for vc in result.cases:
+        pred = vc.predicate
+        path, _, function = vc.name.rpartition(":")
+        try:
+            graph = harness.compile_file(path)
+            fn = graph.functions[function]
+        except (ValueError, KeyError) as e:
+            ok = False
+            lines.append(f"  RERUN {vc.name}: cannot rebuild the case: {e}")
+            continue
+        inputs = pred.get("inputs", {})
+        opts = Options(
+            targets=[t for t, r in pred.get("targets", {}).items() if r.get("status") == "ok"],
+            n=int(inputs.get("n", 64)),
+            seed=int(inputs.get("seed", 0)),
+            cache_dir=None,
+        )
+        case = harness.make_case(path, fn, opts, harness.companion_npz(path))
+        doc, _ = harness.run_cases(harness.Collected([case], []), opts)
+        got = doc["cases"][0]["targets"] if doc["cases"] else {}
+        for tid, rec in pred.get("targets", {}).items():
+            want = [o["sha256"] for o in rec.get("outputs", [])]
+            have = [o["sha256"] for o in got.get(tid, {}).get("outputs", [])]
+            if want and want != have:
+                ok = False
+                lines.append(f"  RERUN {vc.name} on {tid}: outputs differ from the report")
+            elif want:
+                lines.append(f"  rerun {vc.name} on {tid}: outputs reproduce")
+    return ok, lines
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    conf, _ = config_mod.load()
+    opts = build_options(args, conf)
+    opts.cache_dir = None
+    collected = harness.collect(args.paths or ["corpora"], opts)
+    key = args.case
+    if os.path.exists(key):
+        collected = harness.collect([key], opts)
+        chosen = collected.cases
+    else:
+        chosen = [c for c in collected.cases if c.fingerprint.startswith(key.lower())]
+    if not chosen:
+        raise UsageError(
+            f"no case matches '{key}' (give a fingerprint prefix and the paths to search, or a file)"
+        )
+    doc, code = harness.run_cases(
+        harness.Collected(chosen, collected.errors if os.path.exists(key) else []), opts
+    )
+    from keracheck.formats import render
+
+    emit(render(args.format or "text", doc), None)
+    return code
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    conf, _ = config_mod.load()
+    conf.pop("baseline", None)
+    args.baseline = None
+    opts = build_options(args, conf)
+    doc, code = harness.run(args.paths, opts)
+    base = harness.baseline_from(doc, args.reason)
+    out = args.output or ".keracheck/baseline.json"
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(base, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {len(base['entries'])} baseline entries to {out}", file=sys.stderr)
+    return EXIT_USAGE if doc["errors"] else (EXIT_CRASH if code == EXIT_CRASH else EXIT_OK)
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    try:
+        from keracheck import fuzz
+    except ModuleNotFoundError:
+        raise UsageError("the fuzzer is not installed in this build") from None
+    code: int = fuzz.main(args)
+    return code
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--targets", help="comma-separated target ids (default: every available target)")
+    p.add_argument("--require", help="comma-separated targets that must be available (else exit 4)")
+    p.add_argument("--inputs", type=int, help="generated input vectors per case (default 64)")
+    p.add_argument("--seed", type=int, help="seed of the input generator (default 0)")
+    p.add_argument(
+        "--repeat", type=int, help="run each target K times; differences are 'nondeterministic'"
+    )
+    p.add_argument("--jobs", type=int, help="targets run in parallel (default: CPU count)")
+    p.add_argument(
+        "--timeout", type=float, help="seconds per case and target before it is an error"
+    )
+    p.add_argument(
+        "--backend-plugin", action="append", metavar="SPEC", help="module:attr or file.py:Class"
+    )
+    p.add_argument("--baseline", help="accepted divergences (JSON from 'keracheck baseline write')")
+    p.add_argument("--no-cache", action="store_true", help="do not reuse cached target results")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="keracheck", description="Bit-exact cross-target checking of Kera graphs."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    commands: list[tuple[str, str, Callable[[argparse.Namespace], int]]] = [
+        ("run", "run cases on every target and compare bit for bit", cmd_run),
+        ("targets", "list targets and whether they are available", cmd_targets),
+        ("keygen", "create an Ed25519 key pair for signed reports", cmd_keygen),
+        ("verify", "verify a signed report (.intoto.jsonl)", cmd_verify),
+        ("repro", "re-run one case and show its divergence", cmd_repro),
+        ("baseline", "write a baseline of the current divergences", cmd_baseline),
+        ("fuzz", "generate graphs and hunt for divergences", cmd_fuzz),
+    ]
+    sp: dict[str, argparse.ArgumentParser] = {}
+    for name, help_text, fn in commands:
+        sp[name] = sub.add_parser(name, help=help_text)
+        sp[name].set_defaults(func=fn)
+    r = sp["run"]
+    r.add_argument("paths", nargs="+", help=".kera/.keg files or directories")
+    _run_flags(r)
+    r.add_argument("--format", choices=FORMATS)
+    r.add_argument("--output", help="write the formatted result here instead of stdout")
+    r.add_argument("--dump-outputs", metavar="DIR", help="save inputs and outputs as .npy files")
+    r.add_argument("--report", metavar="FILE", help="write a signed in-toto report (.intoto.jsonl)")
+    r.add_argument("--key", help="private key for --report")
+    r.add_argument("--key-password-env", metavar="VAR", help="env var holding the key's password")
+    t = sp["targets"]
+    t.add_argument("--format", choices=("text", "json"), default="text")
+    t.add_argument("--backend-plugin", action="append", metavar="SPEC")
+    k = sp["keygen"]
+    k.add_argument("--out", required=True, help="directory for keracheck.key and keracheck.pub")
+    k.add_argument("--password-env", metavar="VAR", help="encrypt the key with the password in VAR")
+    k.add_argument("--force", action="store_true", help="overwrite existing keys")
+    v = sp["verify"]
+    v.add_argument("file")
+    v.add_argument("--key", required=True, help="public key (keracheck.pub)")
+    v.add_argument(
+        "--rerun", action="store_true", help="re-execute cases and compare output digests"
+    )
+    rp = sp["repro"]
+    rp.add_argument("case", help="fingerprint (or prefix) or a .kera/.keg file")
+    rp.add_argument("paths", nargs="*", help="where to look for the fingerprint (default corpora/)")
+    _run_flags(rp)
+    rp.add_argument("--format", choices=FORMATS)
+    b = sp["baseline"]
+    b_sub = b.add_subparsers(dest="action", required=True)
+    bw = b_sub.add_parser("write", help="run and record every divergence as accepted")
+    bw.add_argument("paths", nargs="+")
+    bw.add_argument("--output", help="baseline file (default .keracheck/baseline.json)")
+    bw.add_argument("--reason", required=True, help="why these divergences are accepted")
+    _run_flags(bw)
+    f = sp["fuzz"]
+    f.add_argument("--targets")
+    f.add_argument("--backend-plugin", action="append", metavar="SPEC")
+    f.add_argument("--max-examples", type=int)
+    f.add_argument("--budget", type=float, help="seconds to fuzz")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--out", default="corpora/regressions")
+    f.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # argparse already printed the usage error
+        return EXIT_USAGE if e.code not in (0, None) else EXIT_OK
+    try:
+        code: int = args.func(args)
+        return code
+    except (UsageError, config_mod.ConfigError) as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        import traceback
+
+        _err(f"internal error: {type(e).__name__}: {e}")
+        if os.environ.get("KERACHECK_DEBUG"):
+            traceback.print_exc()
+        return EXIT_CRASH
+
+
+if __name__ == "__main__":
+    sys.exit(main())

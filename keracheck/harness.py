@@ -1,0 +1,684 @@
+"""``keracheck run``: compile each case once, run it on every target, compare bit for bit.
+
+A *case* is one exported function of a corpus file, keyed by its fingerprint.  Each case is
+compiled once to the canonical ``.keg`` bytes of a single-export graph; every target consumes
+those bytes (in a worker process, see ``keracheck.worker``) and reports the fingerprint it
+loaded.  Outputs are compared bitwise against ``ref`` (or, without it, the first target that
+ran), repeats of one target against each other (``nondeterministic``), and every differing
+element is classified (``keracheck.compare``).  The result is one JSON-able document (schema:
+``keracheck/schemas/run-v1.json``) that every output format renders.
+
+Exit codes: 0 all agree (or every divergence is baselined); 1 a new divergence; 2 a usage or
+input error (the rest of the run still completes and is reported); 3 a target crashed or
+failed, or an internal error; 4 a required target is unavailable; 5 nothing to run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import keracheck
+from kera import keg
+from kera.dtypes import from_numpy
+from kera.ir import Function, Graph
+from keracheck import inputs as inputs_mod
+from keracheck.compare import diff_outputs
+from keracheck.targets import Target, default_ids, known_specs, resolve
+from keracheck.worker import Job, JobResult, run_isolated
+
+Array = np.ndarray[Any, Any]
+
+EXIT_OK, EXIT_DIVERGE, EXIT_USAGE, EXIT_CRASH, EXIT_REQUIRED, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Options:
+    targets: list[str] | None = None
+    require: list[str] = field(default_factory=list)
+    plugins: dict[str, str] = field(default_factory=dict)  # id -> spec
+    n: int = 64
+    seed: int = 0
+    repeat: int = 1
+    jobs: int = 2
+    timeout: float = 120.0
+    baseline: dict[str, Any] | None = None
+    dump_outputs: str | None = None
+    cache_dir: str | None = None
+    command: str = "keracheck run"
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass
+class Case:
+    path: str
+    function: str
+    fn: Function
+    keg_bytes: bytes
+    inputs: dict[str, Array]
+    input_source: str
+
+    @property
+    def fingerprint(self) -> str:
+        return self.fn.fingerprint
+
+    @property
+    def key(self) -> str:
+        return f"{self.fingerprint}:{self.path}:{self.function}"
+
+
+@dataclass
+class Collected:
+    cases: list[Case]
+    errors: list[dict[str, str]]
+
+
+# ------------------------------------------------------------------------------ collecting
+
+
+def iter_files(paths: Sequence[str]) -> Iterable[tuple[str, str | None]]:
+    """(file, error) for every .kera/.keg file under paths (recursive, sorted)."""
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            for f in sorted(path.rglob("*")):
+                if f.is_file() and f.suffix in (".kera", ".keg"):
+                    yield str(f), None
+        elif path.is_file():
+            yield str(path), None
+        else:
+            yield str(path), f"{path}: no such file or directory"
+
+
+def compile_file(path: str) -> Graph:
+    """The graph of a .kera or .keg file; raises ValueError with a located message."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
+    if path.endswith(".keg") or data[:4] == keg.MAGIC:
+        try:
+            return keg.loads(data)
+        except keg.KegError as e:
+            raise ValueError(f"{path}: invalid .keg: {e}") from None
+    from kera import frontend
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: byte {e.start}: invalid UTF-8 (Kera source is UTF-8)") from None
+    result = frontend.compile_source(text, path)
+    if result.graph is None or not result.ok:
+        raise ValueError(frontend.render_diagnostics(result.diagnostics, text, path).rstrip())
+    return result.graph
+
+
+def companion_npz(path: str) -> str:
+    p = Path(path)
+    return str(p.with_name(p.name.removesuffix(p.suffix) + ".inputs.npz"))
+
+
+def make_case(path: str, fn: Function, opts: Options, npz: str | None = None) -> Case:
+    keg_bytes = keg.dumps(Graph([fn]))
+    given = inputs_mod.load_npz(npz, fn.name, fn) if npz and os.path.exists(npz) else None
+    if given is not None:
+        return Case(path, fn.name, fn, keg_bytes, given, "npz")
+    return Case(
+        path, fn.name, fn, keg_bytes, inputs_mod.generate(fn, opts.n, opts.seed), "generated"
+    )
+
+
+def collect(paths: Sequence[str], opts: Options) -> Collected:
+    cases: list[Case] = []
+    errors: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for path, err in iter_files(paths):
+        if err:
+            errors.append({"path": path, "message": err})
+            continue
+        try:
+            graph = compile_file(path)
+        except ValueError as e:
+            errors.append({"path": path, "message": str(e)})
+            continue
+        for fn in graph.functions.values():
+            try:
+                case = make_case(path, fn, opts, companion_npz(path))
+            except inputs_mod.InputFileError as e:
+                errors.append({"path": path, "message": str(e)})
+                continue
+            if case.key not in seen:
+                seen.add(case.key)
+                cases.append(case)
+    return Collected(cases, errors)
+
+
+# ------------------------------------------------------------------------------ targets
+
+
+def select_targets(opts: Options) -> tuple[list[Target], list[str]]:
+    """(targets, unknown ids).  Default: every known target except ISA variants."""
+    specs = {**known_specs(), **opts.plugins}
+    ids = opts.targets or default_ids(known_specs())
+    ids = list(dict.fromkeys([*ids, *opts.plugins, *opts.require]))
+    unknown = [t for t in ids if t not in specs]
+    return [resolve(t, specs[t]) for t in ids if t in specs], unknown
+
+
+def _versions(t: Target) -> dict[str, str]:
+    get = getattr(t.backend, "versions", None)
+    if get is None:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in get().items()}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+_SOURCE_DIGEST: str | None = None
+
+
+def source_digest() -> str:
+    """Digest of the kera and keracheck sources: any code change invalidates cached results."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        import kera
+
+        h = hashlib.sha256()
+        for pkg in (kera, keracheck):
+            root = Path(pkg.__file__ or ".").parent
+            for f in sorted(root.rglob("*")):
+                if f.suffix in (".py", ".v", ".mjs", ".c", ".h") and f.is_file():
+                    h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+        _SOURCE_DIGEST = h.hexdigest()
+    return _SOURCE_DIGEST
+
+
+class ResultCache:
+    """Outputs cached by (fingerprint, target, target version, inputs, source digest)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    def key(self, case: Case, target: str, versions: Mapping[str, str], spec: str) -> str:
+        h = hashlib.sha256()
+        for part in (
+            case.fingerprint,
+            target,
+            spec,
+            json.dumps(dict(versions), sort_keys=True),
+            source_digest(),
+        ):
+            h.update(part.encode() + b"\0")
+        for name in sorted(case.inputs):
+            h.update(name.encode() + b"\0" + inputs_mod.digest(case.inputs[name]).encode())
+        return h.hexdigest()
+
+    def get(self, key: str) -> JobResult | None:
+        path = self.root / f"{key[:2]}/{key}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(bytes(z["meta"]).decode())
+                outs = [z[f"out{k}"] for k in range(meta["count"])]
+        except (OSError, KeyError, ValueError):
+            return None
+        return JobResult("ok", outputs=[outs], loaded=meta["loaded"], artifacts=meta["artifacts"])
+
+    def put(self, key: str, res: JobResult) -> None:
+        if res.status != "ok" or len(res.outputs) != 1:
+            return
+        path = self.root / f"{key[:2]}/{key}.npz"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            meta = {"count": len(res.outputs[0]), "loaded": res.loaded, "artifacts": res.artifacts}
+            arrays = {f"out{k}": a for k, a in enumerate(res.outputs[0])}
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)  # type: ignore[arg-type]
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written only costs speed
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("KERACHECK_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "keracheck"
+    )
+    return os.path.join(base, "results")
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def run_target(
+    target: Target, cases: list[Case], opts: Options, versions: Mapping[str, str]
+) -> dict[str, JobResult | str]:
+    """Results per case key; a plain string means 'unsupported: <ops>'."""
+    assert target.backend is not None
+    supported = target.backend.supported_ops()
+    out: dict[str, JobResult | str] = {}
+    todo: list[Case] = []
+    cache = ResultCache(opts.cache_dir) if opts.cache_dir and opts.repeat == 1 else None
+    keys: dict[str, str] = {}
+    for case in cases:
+        missing = sorted({n.op.value for n in case.fn.nodes()} - set(supported))
+        if missing:
+            out[case.key] = "unsupported: " + ", ".join(missing)
+            continue
+        if cache is not None:
+            keys[case.key] = cache.key(case, target.id, versions, target.spec)
+            hit = cache.get(keys[case.key])
+            if hit is not None:
+                out[case.key] = hit
+                continue
+        todo.append(case)
+    if todo:
+        jobs = [Job(c.key, c.keg_bytes, c.function, c.inputs) for c in todo]
+        for key, res in run_isolated(target.spec, jobs, opts.repeat, opts.timeout).items():
+            out[key] = res
+            if cache is not None:
+                cache.put(keys[key], res)
+    return out
+
+
+def run(paths: Sequence[str], opts: Options) -> tuple[dict[str, Any], int]:
+    started = _now()
+    collected = collect(paths, opts)
+    return run_cases(collected, opts, started)
+
+
+def run_cases(
+    collected: Collected, opts: Options, started: str | None = None
+) -> tuple[dict[str, Any], int]:
+    started = started or _now()
+    targets, unknown = select_targets(opts)
+    errors = list(collected.errors)
+    for tid in unknown:
+        errors.append({"path": "", "message": f"unknown target '{tid}' (see 'keracheck targets')"})
+    by_id = {t.id: t for t in targets}
+    for req in opts.require:
+        t = by_id.get(req)
+        if t is None or not t.available:
+            why = t.reason if t is not None else "unknown target"
+            doc = document([], targets, opts, started, errors, [])
+            doc["summary"]["exitCode"] = EXIT_REQUIRED
+            doc["summary"]["message"] = f"required target '{req}' is unavailable: {why}"
+            return doc, EXIT_REQUIRED
+    runnable = [t for t in targets if t.available]
+    versions = {t.id: _versions(t) for t in runnable}
+    results: dict[str, dict[str, JobResult | str]] = {}
+
+    def one(t: Target) -> None:
+        if opts.progress:
+            opts.progress(f"{t.id}: running {len(collected.cases)} cases")
+        results[t.id] = run_target(t, collected.cases, opts, versions[t.id])
+        if opts.progress:
+            opts.progress(f"{t.id}: done")
+
+    if collected.cases:
+        with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+            list(pool.map(one, runnable))
+    case_docs = [case_document(c, targets, results, opts) for c in collected.cases]
+    if opts.dump_outputs:
+        dump_outputs(opts.dump_outputs, collected.cases, results)
+    stale = apply_baseline(case_docs, opts.baseline)
+    doc = document(case_docs, targets, opts, started, errors, stale, versions)
+    code = exit_code(doc)
+    doc["summary"]["exitCode"] = code
+    return doc, code
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def case_document(
+    case: Case,
+    targets: Sequence[Target],
+    results: Mapping[str, Mapping[str, JobResult | str]],
+    opts: Options,
+) -> dict[str, Any]:
+    tdocs: dict[str, Any] = {}
+    ok: dict[str, list[list[Array]]] = {}
+    for t in targets:
+        tdocs[t.id] = target_entry(t, results.get(t.id, {}).get(case.key))
+        res = results.get(t.id, {}).get(case.key)
+        if isinstance(res, JobResult) and res.status == "ok":
+            ok[t.id] = res.outputs
+    divergences = []
+    for tid, outs in ok.items():  # run-to-run stability of each target
+        for r in range(1, len(outs)):
+            divergences += _diffs(
+                outs[0], outs[r], (f"{tid}#1", f"{tid}#{r + 1}"), (tid, tid), "nondeterministic"
+            )
+    order = list(ok)
+    if order:
+        base = "ref" if "ref" in ok else order[0]
+        for tid in order:
+            if tid != base:
+                divergences += _diffs(ok[base][0], ok[tid][0], (base, tid), (base, tid), "diverge")
+    statuses = [d["status"] for d in tdocs.values()]
+    if divergences:
+        verdict = "diverge"
+    elif "error" in statuses:
+        verdict = "error"
+    elif len(ok) >= 2:
+        verdict = "agree"
+    else:
+        verdict = "skipped"
+    digest = hashlib.sha256(case.keg_bytes).hexdigest()
+    return {
+        "fingerprint": case.fingerprint,
+        "path": case.path,
+        "function": case.function,
+        "verdict": verdict,
+        "keg": {
+            "sha3_256": hashlib.sha3_256(case.keg_bytes).hexdigest(),
+            "sha256": digest,
+            "size": len(case.keg_bytes),
+        },
+        "inputs": {
+            "seed": opts.seed,
+            "n": int(next(iter(case.inputs.values())).shape[0]) if case.inputs else 1,
+            "source": case.input_source,
+            "digests": {k: inputs_mod.digest(v) for k, v in case.inputs.items()},
+        },
+        "targets": tdocs,
+        "divergences": divergences,
+        "repro": f"keracheck repro {case.fingerprint} {case.path} --targets {','.join(ok) or 'ref'}",
+    }
+
+
+def target_entry(t: Target, res: JobResult | str | None) -> dict[str, Any]:
+    if not t.available:
+        return {"status": "unavailable", "message": t.reason}
+    if isinstance(res, str):
+        return {"status": "unsupported", "message": res}
+    if res is None:
+        return {"status": "error", "message": "no result (internal error)"}
+    entry: dict[str, Any] = {
+        "status": res.status,
+        "message": res.message,
+        "loadedFingerprint": res.loaded,
+        "seconds": round(res.seconds, 6),
+        "artifacts": res.artifacts,
+    }
+    if res.status == "ok":
+        entry["outputs"] = [
+            {
+                "index": k,
+                "dtype": from_numpy(a.dtype).value,
+                "shape": list(a.shape),
+                "sha256": inputs_mod.digest(a),
+            }
+            for k, a in enumerate(res.outputs[0])
+        ]
+    return entry
+
+
+def _diffs(
+    a: list[Array], b: list[Array], names: tuple[str, str], pair: tuple[str, str], kind: str
+) -> list[dict[str, Any]]:
+    out = []
+    for k, (x, y) in enumerate(zip(a, b, strict=True)):
+        d = diff_outputs(x, y, names)
+        if d is not None:
+            out.append(
+                {
+                    "targets": list(pair),
+                    "output": k,
+                    "kind": kind,
+                    "baselined": False,
+                    "reason": None,
+                    **d,
+                }
+            )
+    return out
+
+
+def exit_code(doc: Mapping[str, Any]) -> int:
+    cases = doc["cases"]
+    if any(d for c in cases for d in c["divergences"] if not d["baselined"]):
+        return EXIT_DIVERGE
+    if doc["errors"]:
+        return EXIT_USAGE
+    if any(c["verdict"] == "error" for c in cases):
+        return EXIT_CRASH
+    if not cases:
+        return EXIT_EMPTY
+    return EXIT_OK
+
+
+def document(
+    case_docs: list[dict[str, Any]],
+    targets: Sequence[Target],
+    opts: Options,
+    started: str,
+    errors: list[dict[str, str]],
+    stale: list[dict[str, Any]],
+    versions: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
+    verdicts = [c["verdict"] for c in case_docs]
+    baselined = sum(1 for c in case_docs for d in c["divergences"] if d["baselined"])
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "tool": {"name": "keracheck", "version": keracheck_version()},
+        "run": {
+            "startedOn": started,
+            "finishedOn": _now(),
+            "seed": opts.seed,
+            "inputs": opts.n,
+            "targets": [t.id for t in targets],
+            "repeat": opts.repeat,
+            "command": opts.command,
+        },
+        "summary": {
+            "cases": len(case_docs),
+            "agree": verdicts.count("agree"),
+            "diverge": verdicts.count("diverge"),
+            "error": verdicts.count("error"),
+            "skipped": verdicts.count("skipped"),
+            "baselined": baselined,
+            "inputErrors": len(errors),
+            "staleBaseline": len(stale),
+            "exitCode": None,
+        },
+        "targets": [
+            {
+                "id": t.id,
+                "available": t.available,
+                "reason": t.reason,
+                "fix": fix_hint(t.reason),
+                "versions": dict((versions or {}).get(t.id, {})),
+            }
+            for t in targets
+        ],
+        "errors": errors,
+        "staleBaseline": stale,
+        "cases": case_docs,
+    }
+
+
+def fix_hint(reason: str | None) -> str | None:
+    """The install command inside an unavailability reason ('...: apt-get install x')."""
+    if not reason:
+        return None
+    for marker in ("apt-get install", "pip install", "scripts/"):
+        i = reason.find(marker)
+        if i >= 0:
+            return reason[i:]
+    return None
+
+
+def keracheck_version() -> str:
+    try:
+        import importlib.metadata
+
+        return importlib.metadata.version("kera")
+    except Exception:
+        return "0.1.0"
+
+
+# ------------------------------------------------------------------------------ baseline
+
+
+def baseline_key(fp: str, pair: Sequence[str], output: int) -> str:
+    return f"{fp}:{pair[0]}:{pair[1]}:{output}"
+
+
+def apply_baseline(
+    case_docs: list[dict[str, Any]], baseline: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Mark baselined divergences; return the baseline entries that matched nothing (stale)."""
+    if not baseline:
+        return []
+    entries = {
+        baseline_key(e["fingerprint"], e["targets"], e["output"]): e for e in baseline["entries"]
+    }
+    used: set[str] = set()
+    for c in case_docs:
+        for d in c["divergences"]:
+            k = baseline_key(c["fingerprint"], d["targets"], d["output"])
+            if k in entries:
+                d["baselined"] = True
+                d["reason"] = entries[k].get("reason")
+                used.add(k)
+    return [e for k, e in entries.items() if k not in used]
+
+
+def baseline_from(doc: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    entries = [
+        {
+            "fingerprint": c["fingerprint"],
+            "path": c["path"],
+            "function": c["function"],
+            "targets": d["targets"],
+            "output": d["output"],
+            "classes": d["classes"],
+            "reason": reason,
+        }
+        for c in doc["cases"]
+        for d in c["divergences"]
+    ]
+    return {"schemaVersion": 1, "entries": entries}
+
+
+class BaselineError(ValueError):
+    pass
+
+
+def load_baseline(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BaselineError(f"{path}: cannot read baseline: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise BaselineError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("schemaVersion") != 1
+        or not isinstance(data.get("entries"), list)
+    ):
+        raise BaselineError(f"{path}: not a keracheck baseline (schemaVersion 1 with 'entries')")
+    for i, entry in enumerate(data["entries"]):
+        ok = isinstance(entry, dict) and isinstance(entry.get("fingerprint"), str)
+        ok = ok and isinstance(entry.get("targets"), list) and len(entry["targets"]) == 2
+        ok = ok and isinstance(entry.get("output"), int) and isinstance(entry.get("reason"), str)
+        if not ok:
+            raise BaselineError(
+                f"{path}: entry {i} needs fingerprint, targets [a, b], output and reason"
+            )
+    return data
+
+
+# ------------------------------------------------------------------------------ outputs
+
+
+def dump_outputs(
+    root: str, cases: Sequence[Case], results: Mapping[str, Mapping[str, JobResult | str]]
+) -> None:
+    """DIR/<fingerprint>/<target>/<k>.npy and DIR/<fingerprint>/inputs/<param>.npy."""
+    for case in cases:
+        base = Path(root) / case.fingerprint
+        (base / "inputs").mkdir(parents=True, exist_ok=True)
+        for name, a in case.inputs.items():
+            np.save(base / "inputs" / f"{name}.npy", a)
+        for tid, per_case in results.items():
+            res = per_case.get(case.key)
+            if isinstance(res, JobResult) and res.status == "ok":
+                d = base / tid.replace(":", "_")
+                d.mkdir(parents=True, exist_ok=True)
+                for k, a in enumerate(res.outputs[0]):
+                    np.save(d / f"{k}.npy", a)
+
+
+# ------------------------------------------------------------------------------ library use
+
+
+def check_deterministic(
+    source_or_graph: Any,
+    targets: list[str] | None,
+    inputs: Mapping[str, Any] | None,
+    n: int,
+    seed: int,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """For the pytest plugin: (case documents, failure message or None)."""
+    opts = Options(targets=targets, n=n, seed=seed, jobs=2)
+    fns: list[tuple[str, Function]]
+    if isinstance(source_or_graph, Function):
+        fns = [("<graph>", source_or_graph)]
+    elif isinstance(source_or_graph, Graph):
+        fns = [("<graph>", f) for f in source_or_graph.functions.values()]
+    elif isinstance(source_or_graph, str | os.PathLike) and os.path.exists(str(source_or_graph)):
+        fns = [
+            (str(source_or_graph), f) for f in compile_file(str(source_or_graph)).functions.values()
+        ]
+    else:
+        from kera import frontend
+
+        res = frontend.compile_source(str(source_or_graph), "<source>")
+        if res.graph is None or not res.ok:
+            return [], frontend.render_diagnostics(
+                res.diagnostics, str(source_or_graph), "<source>"
+            )
+        fns = [("<source>", f) for f in res.graph.functions.values()]
+    cases = []
+    for path, fn in fns:
+        case = make_case(path, fn, opts)
+        if inputs is not None:
+            case.inputs = {
+                k[len(fn.name) + 1 :] if k.startswith(fn.name + ".") else k: np.asarray(v)
+                for k, v in inputs.items()
+            }
+            case.input_source = "given"
+        cases.append(case)
+    doc, code = run_cases(Collected(cases, []), opts)
+    if code in (EXIT_OK,):
+        return doc["cases"], None
+    from keracheck.formats import render
+
+    return doc["cases"], render("text", doc)
+
+
+def summary_document(
+    cases: list[dict[str, Any]], targets: list[str], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    opts = Options()
+    doc = document(cases, [], opts, _now(), [], [])
+    doc["run"]["targets"] = sorted({t for c in cases for t in c["targets"]})
+    doc["summary"]["exitCode"] = exit_code(doc)
+    return doc
+
+
+def print_err(msg: str) -> None:
+    print(msg, file=sys.stderr)

@@ -1,0 +1,129 @@
+"""The target registry: stable target ids -> back-end objects.
+
+Built-in targets are listed in :data:`BUILTIN` as ``"module:attr"`` specs and imported lazily, so
+a target whose module or toolchain is missing is reported ``unavailable`` with the reason instead
+of breaking the others.  Installed plugins come from the entry-point group
+``keracheck.backends``; ``--backend-plugin module:attr`` or ``path/to/file.py:Class`` loads one
+that is not installed.  ``attr`` may name a Backend class (instantiated with no arguments), a
+zero-argument factory, or a ready instance.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from keracheck.backend import API_VERSION, Backend
+
+BUILTIN: dict[str, str] = {
+    "ref": "keracheck.targets.ref:RefBackend",
+}
+
+#: ids the default target set leaves out (ISA-level variants of another target)
+VARIANT_SEP = ":"
+
+
+class TargetError(Exception):
+    """A target id or plugin spec that cannot be resolved (a usage error, exit 2)."""
+
+
+@dataclass
+class Target:
+    id: str
+    spec: str
+    backend: Backend | None
+    reason: str | None  # None when available
+
+    @property
+    def available(self) -> bool:
+        return self.backend is not None and self.reason is None
+
+
+def _import_attr(spec: str) -> Any:
+    mod_name, sep, attr = spec.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise TargetError(f"plugin spec '{spec}' must be 'module:attr' or 'path/to/file.py:Class'")
+    if mod_name.endswith(".py"):
+        path = Path(mod_name)
+        if not path.is_file():
+            raise TargetError(f"plugin file '{mod_name}' does not exist")
+        name = f"keracheck_plugin_{abs(hash(str(path.resolve())))}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise TargetError(f"cannot load plugin file '{mod_name}'")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(mod_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise TargetError(f"'{mod_name}' has no attribute '{attr}'") from None
+
+
+def instantiate(spec: str) -> Backend:
+    """The back end a spec names, checked against the plugin interface."""
+    obj = _import_attr(spec)
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")):
+        backend = obj()  # a class or a zero-argument factory
+    else:
+        backend = obj
+    missing = [
+        m
+        for m in ("name", "api_version", "available", "supported_ops", "run")
+        if not hasattr(backend, m)
+    ]
+    if missing:
+        raise TargetError(
+            f"plugin '{spec}' is not a keracheck back end: it lacks {', '.join(missing)}"
+        )
+    if backend.api_version != API_VERSION:
+        raise TargetError(
+            f"plugin '{spec}' implements API version {backend.api_version}; keracheck needs {API_VERSION}"
+        )
+    return backend
+
+
+def known_specs() -> dict[str, str]:
+    specs = dict(BUILTIN)
+    for ep in importlib.metadata.entry_points(group="keracheck.backends"):
+        specs.setdefault(ep.name, ep.value)
+    return specs
+
+
+def resolve(target_id: str, spec: str) -> Target:
+    """Instantiate one target; an import failure or a missing tool makes it unavailable."""
+    try:
+        backend = instantiate(spec)
+    except ModuleNotFoundError as e:
+        return Target(target_id, spec, None, f"back end module not installed ({e.name})")
+    except TargetError as e:
+        return Target(target_id, spec, None, str(e))
+    except Exception as e:  # a broken back end must not take the registry down
+        return Target(target_id, spec, None, f"back end failed to load: {type(e).__name__}: {e}")
+    try:
+        reason = backend.available()
+    except Exception as e:
+        reason = f"available() raised {type(e).__name__}: {e}"
+    return Target(target_id, spec, backend, reason)
+
+
+def load_plugin(spec: str) -> tuple[str, str]:
+    """(target id, spec) of a --backend-plugin; raises TargetError on a bad spec."""
+    try:
+        backend = instantiate(spec)
+    except TargetError:
+        raise
+    except Exception as e:
+        raise TargetError(f"cannot load plugin '{spec}': {type(e).__name__}: {e}") from None
+    return backend.name, spec
+
+
+def default_ids(specs: dict[str, str]) -> list[str]:
+    return [t for t in specs if VARIANT_SEP not in t]

@@ -1,0 +1,177 @@
+"""Running one target on a batch of cases in a separate process, with a time limit.
+
+The parent sends (target spec, cases) to a fresh ``spawn`` process; the child loads every case
+from its ``.keg`` bytes (recording the fingerprint it actually loaded), runs the batch through
+``run_many`` when the back end has it (one toolchain call for many graphs) or ``run`` per case,
+and sends back per-case results.  A crash, a hang past the limit or a broken pipe only costs
+that batch: the parent then re-runs each case alone, so one bad case is an ``error`` for that
+case and target and every other case still gets its result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import time
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+
+@dataclass
+class Job:
+    key: str  # case key (fingerprint:function path)
+    keg: bytes
+    function: str
+    inputs: dict[str, Array]
+
+
+@dataclass
+class JobResult:
+    status: str  # ok | error
+    message: str | None = None
+    outputs: list[list[Array]] = field(default_factory=list)  # per repeat, per result
+    loaded: str | None = None
+    seconds: float = 0.0
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+
+def _artifacts(backend: Any, fn: Any) -> dict[str, str]:
+    get = getattr(backend, "artifacts", None)
+    if get is None:
+        return {}
+    try:
+        arts = get(fn)
+    except Exception:
+        return {}
+    return {
+        name: hashlib.sha256(data if isinstance(data, bytes) else str(data).encode()).hexdigest()
+        for name, data in arts.items()
+    }
+
+
+def _check_outputs(fn: Any, outs: Any, n: int) -> list[Array]:
+    if not isinstance(outs, list | tuple) or len(outs) != len(fn.results):
+        raise TypeError(
+            f"back end returned {type(outs).__name__}, expected {len(fn.results)} arrays"
+        )
+    checked = []
+    for k, (o, r) in enumerate(zip(outs, fn.results, strict=True)):
+        a = np.asarray(o)
+        if a.dtype != r.dtype.np or a.shape != (n, *r.shape):
+            raise TypeError(
+                f"result {k}: back end returned {a.dtype}{list(a.shape)}, "
+                f"expected {r.dtype}{[n, *r.shape]}"
+            )
+        checked.append(np.ascontiguousarray(a))
+    return checked
+
+
+def execute(spec: str, jobs: list[Job], repeat: int) -> dict[str, JobResult]:
+    """Run jobs in this process (the child's body; also usable in-process for tests)."""
+    from kera import keg
+    from keracheck.targets import instantiate
+
+    backend = instantiate(spec)
+    results: dict[str, JobResult] = {}
+    loaded = []
+    for job in jobs:
+        try:
+            fn = keg.loads(job.keg).functions[job.function]
+        except Exception as e:
+            results[job.key] = JobResult("error", f"cannot load case: {e}")
+            continue
+        n = next(iter(job.inputs.values())).shape[0] if job.inputs else 1
+        loaded.append((job, fn, n))
+        results[job.key] = JobResult("ok", loaded=fn.fingerprint, artifacts=_artifacts(backend, fn))
+    run_many = getattr(backend, "run_many", None)
+    for _ in range(repeat):
+        if run_many is not None and len(loaded) > 1:
+            t0 = time.perf_counter()
+            try:
+                many = run_many([(fn, job.inputs) for job, fn, _ in loaded])
+            except Exception as e:
+                many = [e] * len(loaded)
+            share = (time.perf_counter() - t0) / max(1, len(loaded))
+            for (job, fn, n), out in zip(loaded, many, strict=True):
+                _record(results[job.key], fn, n, out, share)
+        else:
+            for job, fn, n in loaded:
+                t0 = time.perf_counter()
+                result: Any
+                try:
+                    result = backend.run(fn, job.inputs)
+                except Exception as e:
+                    result = e
+                _record(results[job.key], fn, n, result, time.perf_counter() - t0)
+    return results
+
+
+def _record(res: JobResult, fn: Any, n: int, out: Any, seconds: float) -> None:
+    res.seconds += seconds
+    if res.status != "ok":
+        return
+    if isinstance(out, BaseException):
+        res.status, res.message = "error", _describe(out)
+        return
+    try:
+        res.outputs.append(_check_outputs(fn, out, n))
+    except TypeError as e:
+        res.status, res.message = "error", str(e)
+
+
+def _describe(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) < 4000 else text[:4000] + " ..."
+
+
+def _child(conn: Connection, spec: str, jobs: list[Job], repeat: int) -> None:
+    try:
+        conn.send(("ok", execute(spec, jobs, repeat)))
+    except BaseException as e:
+        conn.send(("fail", f"{_describe(e)}\n{traceback.format_exc(limit=5)}"))
+    finally:
+        conn.close()
+
+
+def run_isolated(spec: str, jobs: list[Job], repeat: int, timeout: float) -> dict[str, JobResult]:
+    """Run a batch in a child process; on crash or timeout, retry each case alone."""
+    outcome = _spawn(spec, jobs, repeat, timeout * len(jobs) + 60.0)
+    if isinstance(outcome, dict):
+        return outcome
+    if len(jobs) == 1:
+        return {jobs[0].key: JobResult("error", outcome)}
+    results: dict[str, JobResult] = {}
+    for job in jobs:
+        one = _spawn(spec, [job], repeat, timeout + 60.0)
+        results[job.key] = one[job.key] if isinstance(one, dict) else JobResult("error", one)
+    return results
+
+
+def _spawn(spec: str, jobs: list[Job], repeat: int, limit: float) -> dict[str, JobResult] | str:
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, spec, jobs, repeat), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(limit):
+            return f"timed out after {limit:.0f} s"
+        kind, payload = parent.recv()
+    except (EOFError, OSError):
+        proc.join(5)
+        return f"target process crashed (exit code {proc.exitcode})"
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        parent.close()
+    if kind != "ok":
+        return f"target process failed: {payload}"
+    assert isinstance(payload, dict)
+    return payload
