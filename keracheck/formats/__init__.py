@@ -11,7 +11,9 @@ share what lives here:
 * findings: one per divergence (baselined ones flagged) and one per target error, in case
   order, each with a title, a one-line message and the SARIF partial fingerprint
   ``<fingerprint>:<a>:<b>:<output>`` (``<fingerprint>:<target>:error`` for errors);
-* mismatch rows: index, hex bits and sign|exponent|mantissa fields per target, class, ulp.
+* mismatch rows: index, hex bits and sign|exponent|mantissa fields per target, class, ulp;
+* run notes: the run's own failure (``summary.message``), input errors (``errors``: a file
+  that could not be read, compiled or fed) and stale baseline entries (``staleBaseline``).
 
 The reference interpreter (target ``ref``) is the oracle: a divergence between ``ref`` and
 ``x`` is blamed on ``x``; between two other targets on both.
@@ -114,7 +116,8 @@ def mismatch_summary(divergence: Mapping[str, Any]) -> str:
     if divergence.get("maxUlp") is not None:
         text += f", max ulp {divergence['maxUlp']}"
     classes = classes_text(divergence)
-    return f"{text}; {classes}" if classes else text
+    text = f"{text}; {classes}" if classes else text
+    return f"{text} ({divergence['message']})" if divergence.get("message") else text
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,33 @@ def findings(run: Run) -> list[Finding]:
             if result["status"] == "error":
                 found.append(_error_finding(case, target, result))
     return found
+
+
+@dataclass(frozen=True)
+class Note:
+    """A run-level message: the run's own failure, an input error or a stale baseline entry."""
+
+    level: str  # "error" | "warning"
+    path: str
+    text: str
+
+
+def run_notes(run: Run) -> list[Note]:
+    """Messages that belong to no case: ``summary.message``, ``errors``, ``staleBaseline``."""
+    notes = []
+    message = (run.get("summary") or {}).get("message")
+    if message:
+        notes.append(Note("error", "", str(message)))
+    for error in run.get("errors") or []:
+        notes.append(
+            Note("error", str(error.get("path") or ""), f"input error: {error['message']}")
+        )
+    for entry in run.get("staleBaseline") or []:
+        key = ":".join([str(entry["fingerprint"])[:12], *entry["targets"], str(entry["output"])])
+        reason = entry.get("reason") or "no reason"
+        text = f"stale baseline entry {key} ({reason}): that divergence no longer occurs"
+        notes.append(Note("warning", str(entry.get("path") or ""), text))
+    return notes
 
 
 # ------------------------------------------------------------------------- bit-level mismatches

@@ -3,8 +3,9 @@
 ``render`` returns the lines to print on stdout:
 
 * at most :data:`MAX_ANNOTATIONS` (10, GitHub's per-step limit for errors) lines
-  ``::error file=<path>,title=<rule and targets>::<message>``, one per finding that is not
-  baselined.  Property values escape ``% \\r \\n : ,`` as ``%25 %0D %0A %3A %2C``; the message
+  ``::error file=<path>,title=<rule and targets>::<message>``: first the run's own failure and
+  input errors, then one per finding that is not baselined; stale baseline entries become (at
+  most 10) ``::warning`` lines.  Property values escape ``% \\r \\n : ,`` as ``%25 %0D %0A %3A %2C``; the message
   escapes ``% \\r \\n`` (the rules of actions/toolkit's ``issueCommand``);
 * a plain line saying how many findings did not fit, then the one-line run summary.
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from keracheck.formats import (
     Finding,
+    Note,
     Run,
     case_label,
     column_targets,
@@ -31,6 +33,7 @@ from keracheck.formats import (
     mismatch_rows,
     mismatch_summary,
     pair_text,
+    run_notes,
     summary_line,
     target_cell,
 )
@@ -69,6 +72,13 @@ def annotation(finding: Finding) -> str:
     line = finding.case.get("line")
     where = f"file={file},line={int(line)}" if line else f"file={file}"
     return f"::error {where},title={title}::{escape_data(finding.message)}"
+
+
+def note_annotation(note: Note) -> str:
+    """A ``::error`` or ``::warning`` command for a run note (file only when it names one)."""
+    where = f"file={escape_property(note.path)}," if note.path else ""
+    title = escape_property("keracheck " + note.text.split(":")[0])
+    return f"::{note.level} {where}title={title}::{escape_data(note.text)}"
 
 
 def _cell(value: Any) -> str:
@@ -128,7 +138,12 @@ def markdown(run: Run) -> str:
     """The full job summary in GitHub-flavoured Markdown."""
     found = findings(run)
     version = (run.get("tool") or {}).get("version", "")
-    parts = [f"## keracheck {version}", "", summary_line(run), "", *_cases_table(run), ""]
+    parts = [f"## keracheck {version}", "", summary_line(run), ""]
+    parts += [
+        f"- **{n.level}**: {_cell(n.path + ': ' if n.path else '')}{_cell(n.text)}"
+        for n in run_notes(run)
+    ]
+    parts += ["", *_cases_table(run), ""]
     if found:
         parts += ["### Findings", "", *_findings_table(found), ""]
     sections: list[str] = []
@@ -167,9 +182,12 @@ def render(
     if path is not None:
         with path.open("a", encoding="utf-8") as handle:
             handle.write(markdown(run))
-    failing = [f for f in findings(run) if not f.baselined]
-    lines = [annotation(f) for f in failing[:limit]]
-    if len(failing) > limit:
-        lines.append(f"keracheck: {len(failing) - limit} more findings; see the job summary")
+    notes = run_notes(run)
+    errors = [note_annotation(n) for n in notes if n.level == "error"]
+    errors += [annotation(f) for f in findings(run) if not f.baselined]
+    warnings = [note_annotation(n) for n in notes if n.level == "warning"]
+    lines = errors[:limit] + warnings[:limit]
+    if len(errors) > limit:
+        lines.append(f"keracheck: {len(errors) - limit} more errors; see the job summary")
     lines.append(f"keracheck: {summary_line(run)}")
     return "\n".join(lines) + "\n"

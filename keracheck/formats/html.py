@@ -4,7 +4,7 @@ Layout, top to bottom:
 
 1. signature banner: ``verified`` (green), ``unsigned`` (grey) or ``failed`` (red), the key id
    and the command that verifies the signed report offline;
-2. the summary counts, the run (command, seed, inputs, times) and every target with its
+2. the run's own failure, input errors and stale baseline entries, the summary counts, the run (command, seed, inputs, times) and every target with its
    toolchain versions or the reason it was unavailable;
 3. an index of cases x targets, worst first (unbaselined divergence, error, skipped,
    baselined, agree), each row linking to its section;
@@ -32,6 +32,7 @@ from keracheck.formats import (
     mismatch_rows,
     mismatch_summary,
     pair_text,
+    run_notes,
     summary_line,
     target_cell,
 )
@@ -115,7 +116,16 @@ def _overview(run: Run) -> str:
         for k in ("command", "seed", "inputs", "repeat", "startedOn", "finishedOn")
         if info.get(k) is not None
     ]
-    return f"<p>{esc(summary_line(run))}</p>{counts}{_dl(facts)}{_targets(run)}"
+    return f"<p>{esc(summary_line(run))}</p>{_notes(run)}{counts}{_dl(facts)}{_targets(run)}"
+
+
+def _notes(run: Run) -> str:
+    items = "".join(
+        f'<li><span class="{"error" if n.level == "error" else "baselined"}">{esc(n.level)}</span> '
+        f"{esc(n.path + ': ' if n.path else '')}{esc(n.text)}</li>"
+        for n in run_notes(run)
+    )
+    return f"<ul>{items}</ul>" if items else ""
 
 
 def _targets(run: Run) -> str:

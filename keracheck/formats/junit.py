@@ -11,7 +11,8 @@ Layout::
           | <skipped type="unsupported" message="..."/>
           | <system-out>baselined divergences, with their reasons</system-out>
 
-A target fails a case when a divergence that is not baselined is blamed on it (the reference
+Input errors and the run's own failure (a required target unavailable) are testcases of
+classname ``keracheck.inputs`` with an ``<error type="input">``.  A target fails a case when a divergence that is not baselined is blamed on it (the reference
 ``ref`` is never blamed for disagreeing with another target).  Text that XML 1.0 cannot hold
 (control characters from a compiler's output) is written as ``\\xNN``.
 """
@@ -25,12 +26,14 @@ from typing import Any
 
 from keracheck.formats import (
     RULES,
+    Note,
     Run,
     blamed,
     case_label,
     column_targets,
     mismatch_summary,
     rule_for,
+    run_notes,
 )
 from keracheck.formats.text import divergence_text
 
@@ -95,6 +98,18 @@ def _testcase(case: Mapping[str, Any], target: str) -> ET.Element:
     return element
 
 
+def _note_testcase(note: Note) -> ET.Element:
+    """An input error as a failed-to-collect test, as pytest reports a collection error."""
+    element = ET.Element(
+        "testcase", classname="keracheck.inputs", name=xml_text(note.path or "run")
+    )
+    error = ET.SubElement(
+        element, "error", type="input", message=xml_text(note.text.split("\n")[0])
+    )
+    error.text = xml_text(note.text)
+    return element
+
+
 def _properties(run: Run) -> ET.Element:
     info, tool = run.get("run") or {}, run.get("tool") or {}
     values = {
@@ -126,6 +141,7 @@ def render(run: Run) -> str:
         for target in order
         if target in case["targets"]
     ]
+    cases += [_note_testcase(n) for n in run_notes(run) if n.level == "error"]
     seconds = sum(float(c.get("time") or 0) for c in cases)
     counts = {
         "tests": str(len(cases)),

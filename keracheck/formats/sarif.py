@@ -9,7 +9,9 @@ signed-zero only, KC003 target error, KC004 nondeterministic), and one result pe
   ``<fingerprint>:<target>:error`` for errors, so an alert survives renames and line moves;
 * a baselined divergence stays in the log with level ``note`` and an external suppression
   carrying the baseline's reason;
-* ``properties``: the numbers behind the message (classes, max ulp, counts, repro command).
+* ``properties``: the numbers behind the message (classes, max ulp, counts, repro command);
+* input errors, stale baseline entries and the run's own failure are
+  ``toolExecutionNotifications`` of the invocation, not results.
 
 SARIF is an extra output for dashboards; the exit code is the gate.
 """
@@ -20,7 +22,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from keracheck.formats import RULES, Finding, Run, findings
+from keracheck.formats import RULES, Finding, Note, Run, findings, run_notes
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RULE_IDS = list(RULES)
@@ -83,6 +85,14 @@ def _result(finding: Finding) -> dict[str, Any]:
     return result
 
 
+def _notification(note: Note) -> dict[str, Any]:
+    notification: dict[str, Any] = {"level": note.level, "message": {"text": note.text}}
+    if note.path:
+        location = {"artifactLocation": {"uri": artifact_uri(note.path), "uriBaseId": "%SRCROOT%"}}
+        notification["locations"] = [{"physicalLocation": location}]
+    return notification
+
+
 def _invocation(run: Run) -> dict[str, Any]:
     info, summary = run.get("run") or {}, run.get("summary") or {}
     exit_code = summary.get("exitCode")
@@ -92,6 +102,9 @@ def _invocation(run: Run) -> dict[str, Any]:
         "executionSuccessful": exit_code in (0, 1) or crashed,
         "commandLine": info.get("command", ""),
     }
+    notifications = [_notification(n) for n in run_notes(run)]
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
     optional = {"exitCode": exit_code, "startTimeUtc": info.get("startedOn")}
     optional["endTimeUtc"] = info.get("finishedOn")
     return invocation | {k: v for k, v in optional.items() if v is not None}

@@ -27,6 +27,7 @@ from keracheck.formats import (
     mismatch_rows,
     mismatch_summary,
     pair_text,
+    run_notes,
     summary_line,
     target_cell,
 )
@@ -79,6 +80,10 @@ def _header(run: Run) -> list[Block]:
             "dim",
         ),
     ]
+    for note in run_notes(run):
+        where = f"{note.path}: " if note.path else ""
+        style = "bold red" if note.level == "error" else "yellow"
+        blocks.append(Line(f"{note.level}: {where}{note.text}", style))
     for target in run.get("targets") or []:
         if not target.get("available", True):
             fix = f" (fix: {target['fix']})" if target.get("fix") else ""

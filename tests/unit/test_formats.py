@@ -392,7 +392,7 @@ def test_github_caps_annotations_and_writes_full_summary(tmp_path: Path) -> None
     run = many_findings_run(14)
     out = github.render(run, step_summary=summary)
     assert sum(line.startswith("::error") for line in out.splitlines()) == 10
-    assert "4 more findings; see the job summary" in out
+    assert "4 more errors; see the job summary" in out
     written = summary.read_text()
     assert written.startswith("earlier step\n## keracheck 0.1.0")
     assert written.count("| KC001 |") == 14
@@ -474,6 +474,7 @@ def test_sample_run_matches_run_schema() -> None:
     )
     validator = schema_validator(jsonschema, "run-v1.json")
     validator.validate(sample_run())
+    validator.validate(_noted_run())
     broken = sample_run()
     broken["cases"][0]["verdict"] = "fine"
     assert not validator.is_valid(broken)
@@ -493,3 +494,76 @@ def schema_validator(jsonschema: Any, name: str, fragment: str = "") -> Any:
     root = json.loads((SCHEMAS / name).read_text())
     schema = {"$ref": root["$id"] + fragment} if fragment else root
     return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def _edge_run() -> dict[str, Any]:
+    """A skipped case (only ref could run) and a nondeterministic one without examples."""
+    run = sample_run()
+    skipped = run["cases"][0] | {"verdict": "skipped"}
+    skipped["targets"] = {"ref": skipped["targets"]["ref"], "cpu": {"status": "unavailable"}}
+    flaky = copy.deepcopy(run["cases"][1])
+    flaky["divergences"] = [
+        divergence(targets=["cpu"], kind="nondeterministic", classes={"ulp(3)": 1}, examples=[])
+    ]
+    run["cases"] = [skipped, flaky]
+    return run
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_handles_empty_skipped_and_nondeterministic(fmt: str) -> None:
+    kwargs: dict[str, Any] = {"step_summary": None} if fmt == "github" else {}
+    empty = sample_run() | {"cases": []}
+    assert render(fmt, empty, **kwargs)
+    out = render(fmt, _edge_run(), **kwargs)
+    if fmt == "sarif":
+        (result,) = json.loads(out)["runs"][0]["results"]
+        assert result["ruleId"] == "KC004"
+        assert result["partialFingerprints"]["keracheck/v1"].endswith(":cpu:cpu:0")
+    if fmt == "junit":
+        root = ET.fromstring(out)
+        assert _testcase(root, "keracheck.cpu", "add_f32").find("skipped") is not None
+        failure = _testcase(root, "keracheck.cpu", "div_f32").find("failure")
+        assert failure is not None and failure.get("type") == "KC004"
+    if fmt == "text":
+        assert "cpu (repeats), output 0: 3/512 elements differ" in out
+
+
+def _noted_run() -> dict[str, Any]:
+    """An input error, a stale baseline entry and the run's own failure message."""
+    run = sample_run()
+    run["errors"] = [{"path": "corpora/bad,1.kera", "message": "line 3: expected ')'"}]
+    run["staleBaseline"] = [
+        {
+            "fingerprint": "f" * 64,
+            "path": "corpora/old.kera",
+            "function": "g",
+            "targets": ["ref", "wasm"],
+            "output": 1,
+            "classes": {"nan-payload": 1},
+            "reason": "wasm NaN bits",
+        }
+    ]
+    run["summary"] |= {"message": "required target 'ptx-gpu' is unavailable: no CUDA driver"}
+    return run
+
+
+def test_run_notes_reach_every_format() -> None:
+    run = _noted_run()
+    out = render("text", run)
+    assert "error: corpora/bad,1.kera: input error: line 3: expected ')'" in out
+    assert "warning: corpora/old.kera: stale baseline entry ffffffffffff:ref:wasm:1" in out
+    assert "error: required target 'ptx-gpu' is unavailable" in out
+    lines = render("github", run, step_summary=None).splitlines()
+    assert lines[0].startswith("::error title=keracheck required target 'ptx-gpu' is unavailable::")
+    assert lines[1].startswith("::error file=corpora/bad%2C1.kera,title=keracheck input error::")
+    assert any(line.startswith("::warning file=corpora/old.kera,") for line in lines)
+    assert "stale baseline entry" in github.markdown(run)
+    root = ET.fromstring(render("junit", run))
+    inputs = [c for c in root.iter("testcase") if c.get("classname") == "keracheck.inputs"]
+    assert [c.get("name") for c in inputs] == ["run", "corpora/bad,1.kera"]
+    assert root.find("testsuite").get("errors") == "3"  # type: ignore[union-attr]
+    notes = json.loads(render("sarif", run))["runs"][0]["invocations"][0]
+    levels = [n["level"] for n in notes["toolExecutionNotifications"]]
+    assert levels == ["error", "error", "warning"]
+    page = render("html", run)
+    assert "input error: line 3: expected &#x27;)&#x27;" in page
