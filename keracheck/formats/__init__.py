@@ -311,8 +311,8 @@ def summary_line(run: Run) -> str:
 # ------------------------------------------------------------------------------------ dispatch
 
 
-def _json(run: Run, **opts: Any) -> str:
-    return json.dumps(run, indent=opts.get("indent", 2), sort_keys=False) + "\n"
+def _json(run: Run, *, indent: int | None = 2) -> str:
+    return json.dumps(run, indent=indent) + "\n"
 
 
 def _renderer(fmt: str) -> Callable[..., str]:
@@ -327,7 +327,7 @@ def _renderer(fmt: str) -> Callable[..., str]:
 def render(fmt: str, run: Run, **opts: Any) -> str:
     """Render a run-result dict in one of :data:`FORMATS`; options are the format's own.
 
-    text: ``terminal`` (bool, rich colours), ``width``.  github: ``step_summary`` (a path, or
+    text: ``terminal`` (bool, rich colours), ``width``.  json: ``indent`` (None: one line).  github: ``step_summary`` (a path, or
     None; defaults to ``$GITHUB_STEP_SUMMARY``).  html: ``signature`` (see ``html.render``).
     """
     return _renderer(fmt)(run, **opts)
