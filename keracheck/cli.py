@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from keracheck import signing
 
         try:
-            key = signing.load_private_key(args.key, args.key_password_env)
+            key = signing.load_signing_key(args.key)
             signing.write_report(args.report, doc, key)
         except signing.KeyFileError as e:
             raise UsageError(str(e)) from None
@@ -149,8 +149,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.report}: cannot write report: {e.strerror or e}") from None
     from keracheck.formats import render
 
-    sig = "signed" if args.report else "unsigned"
-    emit(render(fmt, doc, signature=sig) if fmt == "html" else render(fmt, doc), args.output)
+    if fmt == "html" and args.report:
+        sig = {
+            "status": "unsigned",
+            "detail": f"signed report written to {args.report}; verify it with 'keracheck verify'",
+        }
+        emit(render(fmt, doc, signature=sig), args.output)
+    else:
+        emit(render(fmt, doc), args.output)
     summarize(doc)
     return code
 
@@ -232,13 +238,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
     ok = result.ok
     lines = [result.describe()]
     if ok and args.rerun:
-        ok, more = rerun_report(result)
+        from keracheck.targets import TargetError, load_plugin
+
+        try:
+            plugins = dict(load_plugin(spec) for spec in args.backend_plugin or [])
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+        ok, more = rerun_report(result, plugins)
         lines += more
     print("\n".join(lines))
     return EXIT_OK if ok else EXIT_DIVERGE
 
 
-def rerun_report(result: Any) -> tuple[bool, list[str]]:
+def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]:
     """Re-execute each verified case and compare the recorded output digests."""
     ok, lines = True, []
     for vc in result.cases:
@@ -257,14 +269,20 @@ def rerun_report(result: Any) -> tuple[bool, list[str]]:
             n=int(inputs.get("n", 64)),
             seed=int(inputs.get("seed", 0)),
             cache_dir=None,
+            plugins=plugins,
         )
         case = harness.make_case(path, fn, opts, harness.companion_npz(path))
         doc, _ = harness.run_cases(harness.Collected([case], []), opts)
         got = doc["cases"][0]["targets"] if doc["cases"] else {}
         for tid, rec in pred.get("targets", {}).items():
-            want = [o["sha256"] for o in rec.get("outputs", [])]
-            have = [o["sha256"] for o in got.get(tid, {}).get("outputs", [])]
-            if want and want != have:
+            want = [o["digest"]["sha256"] for o in rec.get("outputs", [])]
+            now = got.get(tid, {"status": "unavailable", "message": "unknown target here"})
+            have = [o["sha256"] for o in now.get("outputs", [])]
+            if want and now["status"] != "ok":
+                lines.append(
+                    f"  not re-run {vc.name} on {tid}: {now['status']}: {now.get('message')}"
+                )
+            elif want and want != have:
                 ok = False
                 lines.append(f"  RERUN {vc.name} on {tid}: outputs differ from the report")
             elif want:
@@ -363,8 +381,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--output", help="write the formatted result here instead of stdout")
     r.add_argument("--dump-outputs", metavar="DIR", help="save inputs and outputs as .npy files")
     r.add_argument("--report", metavar="FILE", help="write a signed in-toto report (.intoto.jsonl)")
-    r.add_argument("--key", help="private key for --report")
-    r.add_argument("--key-password-env", metavar="VAR", help="env var holding the key's password")
+    r.add_argument(
+        "--key",
+        help="private key for --report: a file or env://VAR (unlocked by $KERACHECK_KEY_PASSWORD)",
+    )
     t = sp["targets"]
     t.add_argument("--format", choices=("text", "json"), default="text")
     t.add_argument("--backend-plugin", action="append", metavar="SPEC")
@@ -378,6 +398,7 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--rerun", action="store_true", help="re-execute cases and compare output digests"
     )
+    v.add_argument("--backend-plugin", action="append", metavar="SPEC", help="targets for --rerun")
     rp = sp["repro"]
     rp.add_argument("case", help="fingerprint (or prefix) or a .kera/.keg file")
     rp.add_argument("paths", nargs="*", help="where to look for the fingerprint (default corpora/)")
