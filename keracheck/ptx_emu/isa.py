@@ -252,9 +252,19 @@ def compile_mov(cx: Ctx) -> Exec:
     d, a = cx.operands(2)
     if isinstance(a, Reg) and a.name in {p.name for p in cx.kernel.params}:
         cx.refuse("taking the address of a parameter is outside the subset")
-    read = cx.pred(a) if ty == "pred" else cx.src(a, ty)
+    read = _pred_or_imm(cx, a) if ty == "pred" else cx.src(a, ty)
     out = _write(cx.dst(d, ty))
     return lambda st, m: out(st, read(st, m), m)
+
+
+def _pred_or_imm(cx: Ctx, op: Operand) -> Reader:
+    """mov.pred's source: a predicate or the immediate 0 or 1."""
+    if not isinstance(op, Imm):
+        return cx.pred(op)
+    if op.text not in ("0", "1"):
+        cx.fail("a predicate immediate must be 0 or 1")
+    value = op.text == "1"
+    return lambda st, m: np.full(st.n, value)
 
 
 def _address(cx: Ctx, op: Operand) -> Reader:
