@@ -1,0 +1,825 @@
+"""The WebAssembly back end: Kera functions -> one binary module (scalar or SIMD128).
+
+Calling convention.  Each function becomes an exported wasm function ``(param i32 ...)``::
+
+    name(n, scratch, in_0, ..., in_{P-1}, out_0, ..., out_{R-1})
+
+``n`` is the number of cases; ``in_k`` / ``out_j`` point at arrays of shape ``(n, *shape)`` in C
+order (the numpy layout; bool is one byte 0/1); ``scratch`` points at ``n *
+Kernel.scratch_per_case`` bytes the kernel may use for intermediates.  The module exports its
+memory as ``mem``; the host grows it as needed and places buffers at or above ``heap_base``
+(16-byte aligned).  Below ``heap_base`` lie the reduction work area (at 1024) and the constant
+data (data segments).  No imports; no traps on any input.
+
+Code shape.  Nodes are visited in the function's canonical order.  Consecutive elementwise
+nodes with the same number of elements per case form a *group*, compiled to one loop over all
+``n * size`` elements (the batch is flat): only values used outside the group, and results,
+are stored.  ``reshape`` is free (a different view of the same bytes); ``broadcast``,
+``transpose``, ``slice`` and ``concat`` are strided copies; ``sum/prod/amin/amax``, ``dot`` and
+``matmul`` gather each reduced row into the work area, pad it to a power of two with the
+identity and run the contract's tree there, level by level (x[i] = op(x[i], x[i+s])).  With
+``simd=True`` every such loop runs four elements per step on v128 values (lane i of a step is
+tree index i, so the tree is the contract's), with a scalar tail; each op's lowering is in
+:mod:`kera.backends.wasm_lower`.  Uniform constants become immediates; other constants are
+data segments copied per case when read through memory.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kera.backends import wasm_lower as wl
+from kera.backends.wasm_encode import (
+    BT_EMPTY,
+    Code,
+    Data,
+    Export,
+    ExportKind,
+    Func,
+    FuncType,
+    Locals,
+    Memory,
+    Module,
+    ValType,
+    encode,
+    get,
+    i32c,
+    if_,
+    ins,
+    op,
+    put,
+    to_wat,
+)
+from kera.backends.wasm_fma import fma_f32, fma_f64
+from kera.backends.wasm_lower import BOOL, VT, Site
+from kera.dtypes import DType
+from kera.ir import Function, Graph, Node, const_value
+from kera.ops import ELEMENTWISE, MOVEMENT, REDUCE, Op
+from kera.semantics import SEMANTICS, iota
+
+WORK_BASE = 1024
+ALIGN = 16
+PAGE = 65536
+I32 = ValType.I32
+
+#: contract ops this back end lowers (every one)
+SUPPORTED = frozenset(wl.SCALAR) | MOVEMENT | REDUCE | {Op.DOT, Op.MATMUL, Op.PARAM, Op.CONST}
+_HELPERS: dict[str, Callable[[], Func]] = {"kera_fma_f32": fma_f32, "kera_fma_f64": fma_f64}
+_IDENTITY_FLOAT = {Op.SUM: -0.0, Op.PROD: 1.0, Op.AMIN: np.inf, Op.AMAX: -np.inf}
+_STEP = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.AMIN: Op.MIN, Op.AMAX: Op.MAX, Op.DOT: Op.ADD}
+_STEP[Op.MATMUL] = Op.ADD
+
+
+class WasmCompileError(Exception):
+    """A function the back end cannot compile (an op it does not lower)."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One exported function and the per-case sizes the host needs to lay out buffers."""
+
+    export: str
+    fn: Function
+    scratch_per_case: int
+    in_bytes: tuple[int, ...]
+    out_bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    module: Module
+    wasm: bytes
+    kernels: tuple[Kernel, ...]
+    heap_base: int
+    simd: bool
+
+    @property
+    def wat(self) -> str:
+        return to_wat(self.module)
+
+    def kernel(self, export: str) -> Kernel:
+        for k in self.kernels:
+            if k.export == export:
+                return k
+        raise KeyError(export)
+
+
+def _align(x: int) -> int:
+    return -(-x // ALIGN) * ALIGN
+
+
+def _size(node: Node) -> int:
+    return int(np.prod(node.shape, dtype=np.int64))
+
+
+def _nbytes(node: Node) -> int:
+    return _size(node) * node.dtype.nbytes
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _uniform_bits(value: np.ndarray[Any, Any]) -> int | None:
+    """The common bit pattern if every element of value is bit-identical, else None."""
+    flat = value.reshape(-1).view(f"<u{value.dtype.itemsize}")
+    if flat.size == 0 or not (flat == flat[0]).all():
+        return None
+    return int(flat[0])
+
+
+# ============================================================================ streams and steps
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Elements of ``dtype`` read or written at ``ptr`` (+ i * stride elements)."""
+
+    key: object
+    dtype: DType
+    ptr: Code
+    stride: int = 1
+
+
+@dataclass(frozen=True)
+class Step:
+    key: object
+    site: Site
+    args: tuple[object, ...]
+
+
+# ============================================================================ module state
+
+
+@dataclass
+class _ModuleState:
+    simd: bool
+    n_kernels: int
+    work_bytes: int
+    helpers: list[str] = field(default_factory=list)
+    data: list[Data] = field(default_factory=list)
+    data_end: int = 0
+
+    def helper(self, name: str) -> int:
+        if name not in self.helpers:
+            self.helpers.append(name)
+        return self.n_kernels + self.helpers.index(name)
+
+    def add_data(self, raw: bytes) -> int:
+        for d in self.data:
+            if d.data == raw:
+                return d.offset
+        addr = self.data_end
+        self.data.append(Data(addr, raw))
+        self.data_end = _align(addr + len(raw))
+        return addr
+
+
+# ============================================================================ one kernel
+
+
+class _Kernel:
+    """Emits the body of one exported function (see the module docstring)."""
+
+    def __init__(self, ms: _ModuleState, fn: Function) -> None:
+        self.ms, self.fn, self.simd = ms, fn, ms.simd
+        n_in, n_out = len(fn.params), len(fn.results)
+        self.loc = Locals([I32] * (2 + n_in + n_out))
+        self.n, self.scratch = 0, 1
+        self.inputs = {p: 2 + i for i, p in enumerate(fn.params)}
+        self.outputs = [2 + n_in + j for j in range(n_out)]
+        self._temps: dict[ValType, int] = {}
+        self.consts: dict[Node, np.ndarray[Any, Any]] = {}
+        self.base: dict[Node, int] = {}  # key -> local holding its buffer address
+        self.scratch_bytes = 0
+        self.prologue: Code = []
+
+    # -- Cx protocol for the lowering tables
+
+    def temp(self, vt: ValType) -> int:
+        if vt not in self._temps:
+            self._temps[vt] = self.loc.new(vt)
+        return self._temps[vt]
+
+    def helper(self, name: str) -> int:
+        return self.ms.helper(name)
+
+    # -- classification
+
+    def key(self, node: Node) -> Node:
+        """The node whose values a node shares (reshape is a view of its input)."""
+        while node.op is Op.RESHAPE and node not in self.consts:
+            node = node.inputs[0]
+        return node
+
+    def _fold_constants(self, nodes: Sequence[Node]) -> None:
+        """Constants, iota and data movement over constants, evaluated once (exact moves)."""
+        for node in nodes:
+            if node.op is Op.CONST:
+                self.consts[node] = const_value(node)
+            elif node.op is Op.IOTA:
+                self.consts[node] = iota(node, 1)[0]
+            elif node.op in MOVEMENT and all(i in self.consts for i in node.inputs):
+                args = [self.consts[i][None] for i in node.inputs]
+                self.consts[node] = SEMANTICS[node.op](node, *args)[0]
+
+    def _actions(self, nodes: Sequence[Node]) -> list[list[Node]]:
+        """Groups of elementwise nodes and single nodes, in an order valid to run."""
+        actions: list[list[Node]] = []
+        group: list[Node] = []
+        for node in nodes:
+            if node.op is Op.PARAM or node in self.consts or node.op is Op.RESHAPE:
+                continue
+            if node.op not in SUPPORTED:
+                raise WasmCompileError(f"the wasm back end does not lower '{node.op}'")
+            if node.op is Op.REM and node.dtype.is_float:  # the contract defines no float rem
+                raise WasmCompileError(f"rem is not defined on {node.dtype}")
+            if node.op in ELEMENTWISE:
+                if group and _size(group[0]) != _size(node):
+                    actions.append(group)
+                    group = []
+                group.append(node)
+                continue
+            if group:
+                actions.append(group)
+                group = []
+            actions.append([node])
+        if group:
+            actions.append(group)
+        return actions
+
+    # -- buffers
+
+    def _scratch_buffer(self, key: Node) -> int:
+        local = self.loc.new(I32)
+        off = self.scratch_bytes
+        self.scratch_bytes += _align(_nbytes(key))
+        addr = op("i32.add", get(self.scratch), op("i32.mul", get(self.n), i32c(off)))
+        self.prologue += put(local, addr)
+        self.base[key] = local
+        return local
+
+    def buffer(self, key: Node) -> Code:
+        """The address of key's (n, *shape) array, materialising a constant on first use."""
+        if key.op is Op.PARAM:
+            return get(self.inputs[key])
+        if key not in self.base:
+            if key not in self.consts:
+                raise AssertionError(f"{key} has no buffer")
+            local = self._scratch_buffer(key)
+            self.prologue += self._fill(key, get(local))
+        return get(self.base[key])
+
+    def _fill(self, key: Node, dst: Code) -> Code:
+        """Code writing the constant key into every case of the array at dst."""
+        value = self.consts[key]
+        bits = _uniform_bits(value)
+        count = op("i32.mul", get(self.n), i32c(_size(key)))
+        if bits is not None:
+            return self.map(count, [], {key: (key.dtype, bits)}, [], [Stream(key, key.dtype, dst)])
+        addr = self.ms.add_data(np.ascontiguousarray(value).tobytes())
+        nbytes = _nbytes(key)
+
+        def copy(ptrs: list[Code]) -> Code:
+            return [*ptrs[0], *i32c(addr), *i32c(nbytes), ins("memory.copy")]
+
+        return self.nest([get(self.n)], [(dst, [nbytes])], copy)
+
+    # -- loops
+
+    def nest(
+        self,
+        extents: Sequence[int | Code],
+        ptrs: Sequence[tuple[Code, Sequence[int]]],
+        body: Callable[[list[Code]], Code],
+    ) -> Code:
+        """Nested counted loops; each pointer advances by its byte stride for each level."""
+        if not extents:
+            return body([p for p, _ in ptrs])
+        extent, rest = extents[0], extents[1:]
+        if isinstance(extent, int) and extent == 1:
+            return self.nest(rest, [(p, s[1:]) for p, s in ptrs], body)
+        cur = [self.loc.new(I32) for _ in ptrs]
+        inner = self.nest(
+            rest, [(get(c), s[1:]) for c, (_, s) in zip(cur, ptrs, strict=True)], body
+        )
+        advance = [
+            i for c, (_, s) in zip(cur, ptrs, strict=True) if s[0]
+            for i in put(c, op("i32.add", get(c), i32c(s[0])))
+        ]  # fmt: skip
+        init = [i for c, (p, _) in zip(cur, ptrs, strict=True) for i in put(c, p)]
+        return init + self._counted(extent, inner + advance)
+
+    def _counted(self, count: int | Code, body: Code) -> Code:
+        if isinstance(count, int):
+            if count <= 0:
+                return []
+            count = i32c(count)
+        cnt = self.loc.new(I32)
+        loop = [
+            ins("loop", BT_EMPTY),
+            *body,
+            *put(cnt, op("i32.sub", get(cnt), i32c(1))),
+            *get(cnt),
+            ins("br_if", 0),
+            ins("end"),
+        ]
+        return [*put(cnt, count), *if_(get(cnt), loop)]
+
+    def map(
+        self,
+        count: int | Code,
+        loads: Sequence[Stream],
+        imms: dict[object, tuple[DType, int]],
+        steps: Sequence[Step],
+        stores: Sequence[Stream],
+    ) -> Code:
+        """One pass over ``count`` elements: load, compute the steps, store (SIMD + tail)."""
+        if isinstance(count, int) and count <= 0:
+            return []
+        streams = [*loads, *stores]
+        ptr = [self.loc.new(I32) for _ in streams]
+        code = [i for p, s in zip(ptr, streams, strict=True) for i in put(p, s.ptr)]
+        contiguous = all(s.stride == 1 for s in streams)
+        wide = self.simd and contiguous and not (isinstance(count, int) and count < 4)
+        if not wide:
+            return code + self._counted(count, self._scalar_body(ptr, loads, imms, steps, stores))
+        total = count if not isinstance(count, int) else i32c(count)
+        n_vec, n_tail = self.loc.new(I32), self.loc.new(I32)
+        code += put(n_vec, op("i32.shr_u", total, i32c(2)))
+        code += put(n_tail, op("i32.and", total, i32c(3)))
+        code += self._counted(get(n_vec), self._simd_body(ptr, loads, imms, steps, stores))
+        code += self._counted(get(n_tail), self._scalar_body(ptr, loads, imms, steps, stores))
+        return code
+
+    def _advance(self, ptr: Sequence[int], streams: Sequence[Stream], elems: int) -> Code:
+        code: Code = []
+        for p, s in zip(ptr, streams, strict=True):
+            step = s.stride * s.dtype.nbytes * elems
+            if step:
+                code += put(p, op("i32.add", get(p), i32c(step)))
+        return code
+
+    def _scalar_body(
+        self,
+        ptr: Sequence[int],
+        loads: Sequence[Stream],
+        imms: dict[object, tuple[DType, int]],
+        steps: Sequence[Step],
+        stores: Sequence[Stream],
+    ) -> Code:
+        code: Code = []
+        val: dict[object, Code] = {k: wl.const(dt, bits) for k, (dt, bits) in imms.items()}
+        for p, s in zip(ptr[: len(loads)], loads, strict=True):
+            local = self.loc.new(VT[s.dtype])
+            code += put(local, op(_LOAD[s.dtype], get(p)))
+            val[s.key] = get(local)
+        for st in steps:
+            local = self.loc.new(VT[st.site.out])
+            code += put(local, wl.SCALAR[st.site.op](self, st.site, [val[a] for a in st.args]))
+            val[st.key] = get(local)
+        for p, s in zip(ptr[len(loads) :], stores, strict=True):
+            code += [*get(p), *val[s.key], ins(_STORE[s.dtype])]
+        return code + self._advance(ptr, [*loads, *stores], 1)
+
+    def _simd_body(
+        self,
+        ptr: Sequence[int],
+        loads: Sequence[Stream],
+        imms: dict[object, tuple[DType, int]],
+        steps: Sequence[Step],
+        stores: Sequence[Stream],
+    ) -> Code:
+        code: Code = []
+        val: dict[object, list[Code]] = {
+            k: [wl.v128_splat(dt, bits)] * wl.regs(dt) for k, (dt, bits) in imms.items()
+        }
+        for p, s in zip(ptr[: len(loads)], loads, strict=True):
+            val[s.key] = []
+            for load in _simd_load(s.dtype, get(p)):
+                local = self.loc.new(ValType.V128)
+                code += put(local, load)
+                val[s.key].append(get(local))
+        for st in steps:
+            val[st.key] = []
+            for reg in wl.lower_simd(self, st.site, [val[a] for a in st.args]):
+                local = self.loc.new(ValType.V128)
+                code += put(local, reg)
+                val[st.key].append(get(local))
+        for p, s in zip(ptr[len(loads) :], stores, strict=True):
+            code += _simd_store(s.dtype, get(p), val[s.key])
+        return code + self._advance(ptr, [*loads, *stores], 4)
+
+    # -- actions
+
+    def emit(self) -> Func:
+        nodes = self.fn.nodes()
+        self._fold_constants(nodes)
+        actions = self._actions(nodes)
+        owner = {id(m): k for k, act in enumerate(actions) for m in act}
+        outside: set[int] = set()
+        for k, act in enumerate(actions):
+            for m in act:
+                for i in m.inputs:
+                    src = self.key(i)
+                    if owner.get(id(src), k) != k:
+                        outside.add(id(src))
+        primary = self._assign_outputs(actions)
+        body: Code = []
+        for act in actions:
+            if act[0].op in ELEMENTWISE:
+                body += self._group(act, outside, primary)
+            else:
+                body += self._single(act[0], primary)
+        body += self._result_copies(primary)
+        code = self.prologue + body
+        sig = FuncType((I32,) * (2 + len(self.inputs) + len(self.outputs)), ())
+        return Func(sig, tuple(self.loc.types), tuple(code), _wat_name(self.fn.name))
+
+    def _assign_outputs(self, actions: list[list[Node]]) -> dict[int, int]:
+        """Result j is written in place by the node computing it (first occurrence)."""
+        computed = {id(m) for act in actions for m in act}
+        primary: dict[int, int] = {}
+        for j, r in enumerate(self.fn.results):
+            k = self.key(r)
+            if id(k) in computed and id(k) not in primary:
+                primary[id(k)] = j
+                self.base[k] = self.outputs[j]
+        return primary
+
+    def _own_buffer(self, node: Node) -> Code:
+        if node not in self.base:
+            self._scratch_buffer(node)
+        return get(self.base[node])
+
+    def _operand(
+        self, node: Node, members: set[int], loads: list[Stream], imms: dict[object, Any]
+    ) -> object:
+        k = self.key(node)
+        if id(k) in members or k in imms or any(s.key is k for s in loads):
+            return k
+        if k in self.consts and (bits := _uniform_bits(self.consts[k])) is not None:
+            imms[k] = (k.dtype, bits)
+        else:
+            loads.append(Stream(k, k.dtype, self.buffer(k)))
+        return k
+
+    def _group(self, group: list[Node], outside: set[int], primary: dict[int, int]) -> Code:
+        members = {id(m) for m in group}
+        loads: list[Stream] = []
+        imms: dict[object, Any] = {}
+        steps = []
+        for m in group:
+            args = tuple(self._operand(i, members, loads, imms) for i in m.inputs)
+            steps.append(Step(m, Site(m.op, tuple(i.dtype for i in m.inputs), m.dtype), args))
+        stores = [
+            Stream(m, m.dtype, self._own_buffer(m))
+            for m in group
+            if id(m) in outside or id(m) in primary
+        ]
+        count = op("i32.mul", get(self.n), i32c(_size(group[0])))
+        return self.map(count, loads, imms, steps, stores)
+
+    def _result_copies(self, primary: dict[int, int]) -> Code:
+        code: Code = []
+        for j, r in enumerate(self.fn.results):
+            k = self.key(r)
+            if primary.get(id(k)) == j:
+                continue
+            dst = get(self.outputs[j])
+            if k in self.consts and k not in self.base:
+                code += self._fill(k, dst)
+                continue
+            count = op("i32.mul", get(self.n), i32c(_size(k)))
+            code += self.map(count, [Stream(k, k.dtype, self.buffer(k))], {}, [],
+                             [Stream(k, k.dtype, dst)])  # fmt: skip
+        return code
+
+    # -- movement, reductions
+
+    def _single(self, node: Node, primary: dict[int, int]) -> Code:
+        out = self._own_buffer(node)
+        if node.op in REDUCE or node.op in (Op.DOT, Op.MATMUL):
+            return self._reduction(node, out)
+        return self._movement(node, out)
+
+    def _box(
+        self,
+        src: Node,
+        dst_case: int,
+        dst: Code,
+        extents: Sequence[int],
+        src_strides: Sequence[int],
+        dst_strides: Sequence[int],
+        src_off: int = 0,
+        dst_off: int = 0,
+    ) -> Code:
+        """Per case: dst[dst_off + i.dst_strides] = src[src_off + i.src_strides] (elements)."""
+        k = self.key(src)
+        es = src.dtype.nbytes
+        s0 = op("i32.add", self.buffer(k), i32c(src_off * es))
+        d0 = op("i32.add", dst, i32c(dst_off * es))
+        outer: list[int | Code] = [get(self.n), *extents[:-1]]
+        ptrs = [
+            (s0, [_nbytes(k), *(s * es for s in src_strides[:-1])]),
+            (d0, [dst_case, *(s * es for s in dst_strides[:-1])]),
+        ]
+
+        def row(p: list[Code]) -> Code:
+            return self.map(
+                extents[-1],
+                [Stream(k, src.dtype, p[0], src_strides[-1])],
+                {},
+                [],
+                [Stream(k, src.dtype, p[1], dst_strides[-1])],
+            )
+
+        return self.nest(outer, ptrs, row)
+
+    def _movement(self, node: Node, out: Code) -> Code:
+        x = node.inputs[0]
+        shape = node.shape
+        out_strides = _strides(shape)
+        xs = _strides(x.shape)
+        if not shape:  # rank 0: one element, no offset
+            return self._box(x, _nbytes(node), out, [1], [0], [1])
+        if node.op is Op.BROADCAST:
+            lead = len(node.shape) - len(x.shape)
+            src = [
+                0 if d < lead or x.shape[d - lead] == 1 else xs[d - lead] for d in range(len(shape))
+            ]
+            return self._box(x, _nbytes(node), out, shape, src, out_strides)
+        if node.op is Op.TRANSPOSE:
+            perm = node.attr("perm")
+            assert isinstance(perm, tuple)
+            return self._box(x, _nbytes(node), out, shape, [xs[p] for p in perm], out_strides)
+        if node.op is Op.SLICE:
+            start = node.attr("start")
+            assert isinstance(start, tuple)
+            off = sum(a * s for a, s in zip(start, xs, strict=True))
+            return self._box(x, _nbytes(node), out, shape, xs, out_strides, off)
+        assert node.op is Op.CONCAT
+        axis = node.attr("axis")
+        assert isinstance(axis, int)
+        a, b = node.inputs
+        first = self._box(a, _nbytes(node), out, a.shape, _strides(a.shape), out_strides)
+        shift = a.shape[axis] * out_strides[axis]
+        second = self._box(b, _nbytes(node), out, b.shape, _strides(b.shape), out_strides, 0, shift)
+        return first + second
+
+    def _reduction(self, node: Node, out: Code) -> Code:
+        """Per case and output element: fill the work area, pad, run the tree, store x[0]."""
+        plan = self._plan_matmul if node.op is Op.MATMUL else self._plan_dot
+        if node.op in REDUCE:
+            plan = self._plan_reduce
+        extents, ptrs, length, fill = plan(node)
+        es = node.dtype.nbytes
+        outs = _strides(node.shape)
+        ptrs.append((out, [_nbytes(node), *(s * es for s in outs)]))
+
+        def body(p: list[Code]) -> Code:
+            tree = self._tree(node.op, node.dtype, length)
+            return fill(p) + tree + self._store_root(node.dtype, p[-1])
+
+        return self.nest([get(self.n), *extents], ptrs, body)
+
+    def _plan_reduce(self, node: Node) -> _Plan:
+        """The reduced axis of each output element, gathered with its stride."""
+        (x,) = node.inputs
+        dt, es = node.dtype, node.dtype.nbytes
+        axis = node.attr("axis")
+        assert isinstance(axis, int)
+        xs = _strides(x.shape)
+        keep = [d for d in range(len(x.shape)) if d != axis]
+        ptrs = [(self.buffer(self.key(x)), [_nbytes(x), *(xs[d] * es for d in keep)])]
+
+        def fill(p: list[Code]) -> Code:
+            gather = [Stream("x", dt, p[0], xs[axis])]
+            return self.map(x.shape[axis], gather, {}, [], [Stream("x", dt, i32c(WORK_BASE))])
+
+        return [x.shape[d] for d in keep], ptrs, x.shape[axis], fill
+
+    def _plan_dot(self, node: Node) -> _Plan:
+        a, b = node.inputs
+        ptrs = [(self.buffer(self.key(v)), [_nbytes(v)]) for v in (a, b)]
+
+        def fill(p: list[Code]) -> Code:
+            return self._products(a.shape[0], p[0], 1, p[1], 1, node.dtype)
+
+        return [], ptrs, a.shape[0], fill
+
+    def _plan_matmul(self, node: Node) -> _Plan:
+        """Row i of a (stride 1) times column j of b (stride n), per output element (i, j)."""
+        a, b = node.inputs
+        m, k = a.shape
+        n = b.shape[1]
+        es = node.dtype.nbytes
+        ptrs = [
+            (self.buffer(self.key(a)), [_nbytes(a), k * es, 0]),
+            (self.buffer(self.key(b)), [_nbytes(b), 0, es]),
+        ]
+
+        def fill(p: list[Code]) -> Code:
+            return self._products(k, p[0], 1, p[1], n, node.dtype)
+
+        return [m, n], ptrs, k, fill
+
+    def _products(self, k: int, a: Code, sa: int, b: Code, sb: int, dt: DType) -> Code:
+        mul = Step("p", Site(Op.MUL, (dt, dt), dt), ("a", "b"))
+        loads = [Stream("a", dt, a, sa), Stream("b", dt, b, sb)]
+        return self.map(k, loads, {}, [mul], [Stream("p", dt, i32c(WORK_BASE))])
+
+    def _tree(self, rop: Op, dt: DType, length: int) -> Code:
+        es = dt.nbytes
+        p = _pow2(length)
+        ident = _identity(rop, dt)
+        code = self.map(p - length, [], {"i": (dt, ident)}, [],
+                        [Stream("i", dt, i32c(WORK_BASE + length * es))])  # fmt: skip
+        step = Site(_STEP[rop], (dt, dt), dt)
+        s = p // 2
+        while s >= 1:
+            loads = [Stream("x", dt, i32c(WORK_BASE)), Stream("y", dt, i32c(WORK_BASE + s * es))]
+            code += self.map(s, loads, {}, [Step("z", step, ("x", "y"))],
+                             [Stream("z", dt, i32c(WORK_BASE))])  # fmt: skip
+            s //= 2
+        return code
+
+    def _store_root(self, dt: DType, dst: Code) -> Code:
+        """x[0], NaN made canonical (a tree of length 1 has no step that would do it)."""
+        fix = Step("r", Site(Op.CONVERT, (dt,), dt), ("x",))
+        return self.map(1, [Stream("x", dt, i32c(WORK_BASE))], {}, [fix], [Stream("r", dt, dst)])
+
+
+_Plan = tuple[list[int], list[tuple[Code, list[int]]], int, Callable[[list[Code]], Code]]
+
+
+def _identity(rop: Op, dt: DType) -> int:
+    base = Op.SUM if rop in (Op.DOT, Op.MATMUL) else rop
+    if dt.is_float:
+        value = np.array(_IDENTITY_FLOAT[base], dtype=dt.np)
+        return int(value.view(dt.uint))
+    ints = {Op.SUM: 0, Op.PROD: 1, Op.AMIN: dt.max, Op.AMAX: dt.min}
+    return ints[base] & ((1 << dt.bits) - 1)
+
+
+_LOAD = {dt: f"{VT[dt].wat}.load" for dt in VT} | {BOOL: "i32.load8_u"}
+_STORE = {dt: f"{VT[dt].wat}.store" for dt in VT} | {BOOL: "i32.store8"}
+
+
+def _simd_load(dt: DType, ptr: Code) -> list[Code]:
+    if dt is BOOL:  # four bytes 0/1 -> i32x4 mask 0/-1
+        return [[*ptr, ins("v128.load32_zero"), ins("i16x8.extend_low_i8x16_u"),
+                 ins("i32x4.extend_low_i16x8_u"), ins("i32x4.neg")]]  # fmt: skip
+    return [[*ptr, ins("v128.load", 4, 16 * r)] for r in range(wl.regs(dt))]
+
+
+def _simd_store(dt: DType, ptr: Code, regs: Sequence[Code]) -> Code:
+    if dt is BOOL:  # mask -> four bytes 0/1
+        one = wl.v128_splat(DType.I32, 1)
+        v = op("v128.and", regs[0], one)
+        v = [*v, *v, ins("i16x8.narrow_i32x4_u")]
+        v = [*v, *v, ins("i8x16.narrow_i16x8_u")]
+        return [*ptr, *v, ins("v128.store32_lane", 2, 0, 0)]
+    code: Code = []
+    for r, reg in enumerate(regs):
+        code += [*ptr, *reg, ins("v128.store", 4, 16 * r)]
+    return code
+
+
+_ID_BAD = re.compile(r"[^0-9A-Za-z_.]")
+
+
+def _wat_name(name: str) -> str:
+    return _ID_BAD.sub("_", name) or "f"
+
+
+# ============================================================================ the module
+
+
+def _work_bytes(fns: Sequence[Function]) -> int:
+    need = 0
+    for fn in fns:
+        for node in fn.nodes():
+            if node.op in REDUCE:
+                axis = node.attr("axis")
+                assert isinstance(axis, int)
+                length = node.inputs[0].shape[axis]
+            elif node.op is Op.DOT:
+                length = node.inputs[0].shape[0]
+            elif node.op is Op.MATMUL:
+                length = node.inputs[0].shape[1]
+            else:
+                continue
+            need = max(need, _pow2(length) * node.dtype.nbytes)
+    return _align(need)
+
+
+def _export_names(fns: Sequence[Function]) -> list[str]:
+    names = [fn.name for fn in fns]
+    if len(set(names)) == len(names):
+        return names
+    return [f"k{i}" for i in range(len(fns))]
+
+
+def compile_functions(
+    fns: Function | Sequence[Function], simd: bool = False, exports: Sequence[str] | None = None
+) -> Program:
+    """One module exporting every function (and ``mem``); raises WasmCompileError."""
+    fns = [fns] if isinstance(fns, Function) else list(fns)
+    names = list(exports) if exports is not None else _export_names(fns)
+    ms = _ModuleState(simd, len(fns), _work_bytes(fns))
+    ms.data_end = WORK_BASE + ms.work_bytes
+    funcs, kernels = [], []
+    for fn, name in zip(fns, names, strict=True):
+        k = _Kernel(ms, fn)
+        funcs.append(k.emit())
+        ins_b = tuple(_nbytes(p) for p in fn.params)
+        outs_b = tuple(_nbytes(r) for r in fn.results)
+        kernels.append(Kernel(name, fn, k.scratch_bytes, ins_b, outs_b))
+    funcs += [_HELPERS[h]() for h in ms.helpers]
+    heap = _align(ms.data_end)
+    exports_ = [Export("mem", ExportKind.MEMORY, 0)]
+    exports_ += [Export(name, ExportKind.FUNC, i) for i, name in enumerate(names)]
+    module = Module(
+        funcs=tuple(funcs),
+        memory=Memory(max(1, -(-heap // PAGE))),
+        exports=tuple(exports_),
+        data=tuple(ms.data),
+    )
+    return Program(module, encode(module), tuple(kernels), heap, simd)
+
+
+def emit(fns: Function | Sequence[Function], simd: bool = False) -> bytes:
+    """The binary module for one or many functions."""
+    return compile_functions(fns, simd).wasm
+
+
+def emit_wat(fns: Function | Sequence[Function], simd: bool = False) -> str:
+    return compile_functions(fns, simd).wat
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one call's buffers go (byte addresses) and the memory it needs."""
+
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    scratch: int
+    end: int
+
+
+def layout(kernel: Kernel, n: int, base: int) -> Layout:
+    """Buffers for n cases from ``base`` on, each 16-byte aligned."""
+    pos = _align(base)
+    ins_, outs = [], []
+    for b in kernel.in_bytes:
+        ins_.append(pos)
+        pos = _align(pos + n * b)
+    for b in kernel.out_bytes:
+        outs.append(pos)
+        pos = _align(pos + n * b)
+    scratch = pos
+    return Layout(tuple(ins_), tuple(outs), scratch, _align(scratch + n * kernel.scratch_per_case))
+
+
+def _write(data: bytes | str, output: str | None) -> None:
+    if output is None or output == "-":
+        if isinstance(data, str):
+            sys.stdout.write(data)
+        else:
+            sys.stdout.buffer.write(data)
+        return
+    path = Path(output)
+    if isinstance(data, str):
+        path.write_text(data, encoding="utf-8")
+    else:
+        path.write_bytes(data)
+
+
+def emit_wasm_file(graph: Graph, output: str | None) -> None:
+    """``kerac emit --target wasm``: every exported function in one scalar module."""
+    _write(emit(list(graph.functions.values())), output)
+
+
+def emit_wasm_simd_file(graph: Graph, output: str | None) -> None:
+    _write(emit(list(graph.functions.values()), simd=True), output)
+
+
+def emit_wat_file(graph: Graph, output: str | None) -> None:
+    """``kerac emit --target wat``: the scalar module as text."""
+    _write(emit_wat(list(graph.functions.values())), output)

@@ -1,0 +1,587 @@
+"""Lowering tables for the WebAssembly back end: one contract op at given dtypes -> instructions.
+
+Two tables, keyed by op: :data:`SCALAR` (one element; the value representation is f32, f64,
+i32 for i32/u32/bool (0 or 1), i64 for i64/u64) and :data:`SIMD` (four elements per step: one
+v128 for 32-bit types, two for 64-bit ones; a bool is an i32x4 lane mask, 0 or -1).  A SIMD
+entry may return ``None`` for a dtype combination SIMD128 cannot express exactly; the caller
+then uses :func:`lanewise`, which runs the scalar lowering lane by lane, so every op has a
+SIMD form.  Operand codes passed in are pure (``local.get`` / constants): a lowering may
+evaluate them more than once.
+
+How each gap between WebAssembly and the Kera contract is closed:
+
+* NaN bits: every op that can produce or propagate a NaN (add sub mul div sqrt min max floor
+  ceil trunc round, float conversions, fma, reduction steps) is followed by ``canon``:
+  ``select(canonical NaN, x, x != x)`` (``v128.bitselect`` with an ``ne`` mask in SIMD).
+  neg, abs and copysign use the engine's sign-bit instructions, which never touch payloads.
+* float -> int: ``trunc_sat`` only (truncates, saturates, NaN -> 0: the contract verbatim).
+* integer ``x/0``, ``x%0`` and ``MIN/-1`` would trap: the divisor is replaced by 1 where it is
+  0 (or where ``MIN/-1``), then ``x/0`` -> 0 and ``x%0`` -> x are selected; ``MIN/1`` is MIN
+  and ``rem_s(MIN, -1)`` is already 0.
+* shifts: wasm already reduces the amount modulo the width; ``shr`` is ``shr_s`` for signed
+  and ``shr_u`` for unsigned types.
+* min/max: ``f32.min``/``f32.max`` are IEEE minimum/maximum (NaN-propagating, -0 < +0) up to
+  NaN bits, which ``canon`` fixes.  Integer min/max select on a compare.
+* fma: a call to the exact software helpers of :mod:`kera.backends.wasm_fma`.
+* SIMD128 lacks: integer div/rem, per-lane variable shifts, 64-bit float<->int conversions and
+  fma; those go lane by lane.  Unsigned 64-bit compares flip the sign bits and compare signed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from kera.backends.wasm_encode import (
+    Code,
+    ValType,
+    f32c,
+    f64c,
+    get,
+    i32c,
+    i64c,
+    ins,
+    op,
+    select,
+)
+from kera.backends.wasm_fma import F32_CANON_NAN, F64_CANON_NAN
+from kera.dtypes import DType
+from kera.ops import Op
+
+BOOL, I32, I64, U32, U64, F32, F64 = (
+    DType.BOOL,
+    DType.I32,
+    DType.I64,
+    DType.U32,
+    DType.U64,
+    DType.F32,
+    DType.F64,
+)
+
+VT: dict[DType, ValType] = {
+    BOOL: ValType.I32,
+    I32: ValType.I32,
+    U32: ValType.I32,
+    I64: ValType.I64,
+    U64: ValType.I64,
+    F32: ValType.F32,
+    F64: ValType.F64,
+}
+#: SIMD lane shape of each dtype (bool is an i32x4 mask)
+SHAPE = {BOOL: "i32x4", I32: "i32x4", U32: "i32x4", I64: "i64x2", U64: "i64x2"}
+SHAPE |= {F32: "f32x4", F64: "f64x2"}
+CANON_NAN = {F32: F32_CANON_NAN, F64: F64_CANON_NAN}
+FMA_HELPER = {F32: "kera_fma_f32", F64: "kera_fma_f64"}
+#: low 32 bits of each 64-bit lane of two vectors, as one i32x4
+NARROW64 = bytes([0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27])
+HIGH_HALF = bytes([8, 9, 10, 11, 12, 13, 14, 15] * 2)
+LOW_HALVES = bytes([*range(8), *range(16, 24)])
+
+
+@dataclass(frozen=True)
+class Site:
+    """One elementwise op application: operand dtypes and result dtype."""
+
+    op: Op
+    ins: tuple[DType, ...]
+    out: DType
+
+
+class Cx(Protocol):
+    """What a lowering needs from the function being emitted."""
+
+    def temp(self, vt: ValType) -> int:
+        """A scratch local of type vt, free between two uses in one expression."""
+        ...
+
+    def helper(self, name: str) -> int:
+        """The function index of a helper (the fma functions)."""
+        ...
+
+
+def pfx(dt: DType) -> str:
+    return VT[dt].wat
+
+
+def regs(dt: DType) -> int:
+    """v128 registers holding four elements of dt."""
+    return 2 if dt.bits == 64 else 1
+
+
+def lanes(dt: DType) -> int:
+    """Elements per v128 register."""
+    return 2 if dt.bits == 64 else 4
+
+
+def const(dt: DType, value: int) -> Code:
+    """A scalar constant from an integer bit pattern (or the integer value)."""
+    if dt is F32:
+        return f32c(value)
+    if dt is F64:
+        return f64c(value)
+    return i64c(value) if VT[dt] is ValType.I64 else i32c(value)
+
+
+def v128_splat(dt: DType, value: int) -> Code:
+    """A v128 constant with every element ``value`` (bits); a bool becomes a 0/-1 mask."""
+    if dt is BOOL:
+        value = -1 if value else 0
+    if dt.bits == 64:
+        raw = struct.pack("<2Q", *[value & (2**64 - 1)] * 2)
+    else:
+        raw = struct.pack("<4I", *[value & (2**32 - 1)] * 4)
+    return [ins("v128.const", raw)]
+
+
+def canon(cx: Cx, dt: DType, x: Code) -> Code:
+    """x with any NaN replaced by the canonical NaN (x evaluated once)."""
+    t = cx.temp(VT[dt])
+    return [*const(dt, CANON_NAN[dt]), *x, ins("local.tee", t), *get(t), *get(t),
+            ins(f"{pfx(dt)}.ne"), ins("select")]  # fmt: skip
+
+
+def vcanon(cx: Cx, dt: DType, x: Code) -> Code:
+    t = cx.temp(ValType.V128)
+    return [*v128_splat(dt, CANON_NAN[dt]), *x, ins("local.tee", t), *get(t), *get(t),
+            ins(f"{SHAPE[dt]}.ne"), ins("v128.bitselect")]  # fmt: skip
+
+
+# ============================================================================ scalar table
+
+ScalarLower = Callable[[Cx, Site, Sequence[Code]], Code]
+
+
+def _ordered(dt: DType, name: str) -> str:
+    """Integer ordering compare with its signedness suffix (i32.lt_s / i32.lt_u)."""
+    return f"{pfx(dt)}.{name}_{'s' if dt.is_signed else 'u'}"
+
+
+def _arith(name: str) -> ScalarLower:
+    """add sub mul: floats IEEE + canonical NaN, integers wrap."""
+
+    def lower(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+        code = op(f"{pfx(s.out)}.{name}", a[0], a[1])
+        return canon(cx, s.out, code) if s.out.is_float else code
+
+    return lower
+
+
+def _div(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    dt, p = s.out, pfx(s.out)
+    if dt.is_float:
+        return canon(cx, dt, op(f"{p}.div", a[0], a[1]))
+    by_zero = op(f"{p}.eqz", a[1])
+    bad = by_zero
+    if dt.is_signed:  # MIN / -1 would trap; MIN / 1 gives the contract's MIN
+        overflow = op("i32.and", op(f"{p}.eq", a[0], const(dt, dt.min)),
+                      op(f"{p}.eq", a[1], const(dt, -1)))  # fmt: skip
+        bad = op("i32.or", by_zero, overflow)
+    q = op(_ordered(dt, "div"), a[0], select(const(dt, 1), a[1], bad))
+    return select(const(dt, 0), q, by_zero)
+
+
+def _rem(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    dt = s.out
+    by_zero = op(f"{pfx(dt)}.eqz", a[1])
+    r = op(_ordered(dt, "rem"), a[0], select(const(dt, 1), a[1], by_zero))  # rem_s(MIN,-1)=0
+    return select(a[0], r, by_zero)
+
+
+def _minmax(name: str) -> ScalarLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+        dt = s.out
+        if dt.is_float:
+            return canon(cx, dt, op(f"{pfx(dt)}.{name}", a[0], a[1]))
+        return select(a[0], a[1], op(_ordered(dt, "lt" if name == "min" else "gt"), a[0], a[1]))
+
+    return lower
+
+
+def _compare(name: str) -> ScalarLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+        dt = s.ins[0]
+        if dt.is_float or name in ("eq", "ne"):
+            return op(f"{pfx(dt)}.{name}", a[0], a[1])
+        return op(_ordered(dt, name), a[0], a[1])
+
+    return lower
+
+
+def _plain(name: str) -> ScalarLower:
+    """One instruction named after the op (and/or/xor, f32.copysign ...)."""
+
+    def lower(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+        return op(f"{pfx(s.ins[0])}.{name}", *a)
+
+    return lower
+
+
+def _rounding(name: str) -> ScalarLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+        return canon(cx, s.out, op(f"{pfx(s.out)}.{name}", a[0]))
+
+    return lower
+
+
+def _neg(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    if s.out.is_float:
+        return op(f"{pfx(s.out)}.neg", a[0])  # sign bit only
+    return op(f"{pfx(s.out)}.sub", const(s.out, 0), a[0])
+
+
+def _abs(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    dt = s.out
+    if dt.is_float:
+        return op(f"{pfx(dt)}.abs", a[0])  # sign bit only
+    if not dt.is_signed:
+        return list(a[0])
+    negated = op(f"{pfx(dt)}.sub", const(dt, 0), a[0])  # abs(MIN) wraps to MIN
+    return select(negated, a[0], op(f"{pfx(dt)}.lt_s", a[0], const(dt, 0)))
+
+
+def _not(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    if s.out is BOOL:
+        return op("i32.eqz", a[0])
+    return op(f"{pfx(s.out)}.xor", a[0], const(s.out, -1))
+
+
+def _shr(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    return op(_ordered(s.out, "shr"), a[0], a[1])  # arithmetic for signed, logical unsigned
+
+
+def _fma(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    return [*a[0], *a[1], *a[2], ins("call", cx.helper(FMA_HELPER[s.out]))]
+
+
+def _select(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    return select(a[1], a[2], a[0])  # bits move unchanged
+
+
+def _convert(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    src, dst = s.ins[0], s.out
+    x = a[0]
+    if dst is BOOL:
+        return op(f"{pfx(src)}.ne", x, const(src, 0))
+    if src.is_float and dst.is_float:
+        if src is dst:
+            return canon(cx, dst, x)
+        name = "f64.promote_f32" if dst is F64 else "f32.demote_f64"
+        return canon(cx, dst, op(name, x))
+    if src.is_float:  # saturating, NaN -> 0
+        return op(f"{pfx(dst)}.trunc_sat_{pfx(src)}_{'s' if dst.is_signed else 'u'}", x)
+    sign = "s" if src.is_signed else "u"  # bool and unsigned sources zero-extend
+    if dst.is_float:
+        return op(f"{pfx(dst)}.convert_{pfx(src)}_{sign}", x)  # RNE
+    if VT[src] is VT[dst]:
+        return list(x)  # same width: the bits are the value (wraps)
+    if VT[dst] is ValType.I64:
+        return op(f"i64.extend_i32_{sign}", x)
+    return op("i32.wrap_i64", x)
+
+
+def _bitcast(cx: Cx, s: Site, a: Sequence[Code]) -> Code:
+    src, dst = s.ins[0], s.out
+    if VT[src] is VT[dst]:
+        return list(a[0])
+    return op(f"{pfx(dst)}.reinterpret_{pfx(src)}", a[0])
+
+
+SCALAR: dict[Op, ScalarLower] = {
+    Op.NEG: _neg,
+    Op.ABS: _abs,
+    Op.NOT: _not,
+    Op.SQRT: _rounding("sqrt"),
+    Op.FLOOR: _rounding("floor"),
+    Op.CEIL: _rounding("ceil"),
+    Op.TRUNC: _rounding("trunc"),
+    Op.ROUND: _rounding("nearest"),  # ties to even
+    Op.ADD: _arith("add"),
+    Op.SUB: _arith("sub"),
+    Op.MUL: _arith("mul"),
+    Op.DIV: _div,
+    Op.REM: _rem,
+    Op.MIN: _minmax("min"),
+    Op.MAX: _minmax("max"),
+    Op.COPYSIGN: _plain("copysign"),  # sign bit only
+    Op.AND: _plain("and"),
+    Op.OR: _plain("or"),
+    Op.XOR: _plain("xor"),
+    Op.SHL: _plain("shl"),  # wasm takes the amount mod the width
+    Op.SHR: _shr,
+    Op.EQ: _compare("eq"),
+    Op.NE: _compare("ne"),
+    Op.LT: _compare("lt"),
+    Op.LE: _compare("le"),
+    Op.GT: _compare("gt"),
+    Op.GE: _compare("ge"),
+    Op.FMA: _fma,
+    Op.SELECT: _select,
+    Op.CONVERT: _convert,
+    Op.BITCAST: _bitcast,
+}
+
+
+# ============================================================================ SIMD table
+#
+# args[i][r] is operand i's register r; each lowering returns one code per result register.
+
+Regs = Sequence[Code]
+SimdLower = Callable[[Cx, Site, Sequence[Regs]], list[Code] | None]
+
+
+def _narrow(lo: Code, hi: Code) -> Code:
+    """The low 32 bits of the four 64-bit lanes of (lo, hi), as one i32x4."""
+    return [*lo, *hi, ins("i8x16.shuffle", NARROW64)]
+
+
+def _widen_mask(mask: Code, r: int) -> Code:
+    """Lanes 2r, 2r+1 of an i32x4 mask as an i64x2 mask."""
+    return op(f"i64x2.extend_{'low' if r == 0 else 'high'}_i32x4_s", mask)
+
+
+def _per_reg(dt: DType, f: Callable[[int], Code]) -> list[Code]:
+    return [f(r) for r in range(regs(dt))]
+
+
+def _v_arith(name: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        dt, sh = s.out, SHAPE[s.out]
+        if dt.is_float:
+            return _per_reg(dt, lambda r: vcanon(cx, dt, op(f"{sh}.{name}", a[0][r], a[1][r])))
+        if name == "div":
+            return None  # no integer division in SIMD128
+        return _per_reg(dt, lambda r: op(f"{sh}.{name}", a[0][r], a[1][r]))
+
+    return lower
+
+
+def _v_lt64(dt: DType, name: str, x: Code, y: Code) -> Code:
+    """64-bit ordering compare; unsigned by flipping both sign bits."""
+    if dt.is_signed:
+        return op(f"i64x2.{name}_s", x, y)
+    flip = v128_splat(U64, 1 << 63)
+    return op(f"i64x2.{name}_s", op("v128.xor", x, flip), op("v128.xor", y, flip))
+
+
+def _v_minmax(name: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        dt, sh = s.out, SHAPE[s.out]
+        if dt.is_float:
+            return _per_reg(dt, lambda r: vcanon(cx, dt, op(f"{sh}.{name}", a[0][r], a[1][r])))
+        if dt.bits == 32:
+            return [op(f"i32x4.{name}_{'s' if dt.is_signed else 'u'}", a[0][0], a[1][0])]
+        cmp = "lt" if name == "min" else "gt"
+        return _per_reg(
+            dt, lambda r: op("v128.bitselect", a[0][r], a[1][r], _v_lt64(dt, cmp, a[0][r], a[1][r]))
+        )
+
+    return lower
+
+
+def _v_compare(name: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        dt, sh = s.ins[0], SHAPE[s.ins[0]]
+        x, y = a
+        if dt is BOOL:
+            diff = op("v128.xor", x[0], y[0])
+            return [diff if name == "ne" else op("v128.not", diff)]
+        if dt.is_float or name in ("eq", "ne"):
+            masks = _per_reg(dt, lambda r: op(f"{sh}.{name}", x[r], y[r]))
+        elif dt.bits == 32:
+            masks = [op(f"i32x4.{name}_{'s' if dt.is_signed else 'u'}", x[0], y[0])]
+        else:
+            masks = _per_reg(dt, lambda r: _v_lt64(dt, name, x[r], y[r]))
+        return masks if len(masks) == 1 else [_narrow(masks[0], masks[1])]
+
+    return lower
+
+
+def _v_bitwise(name: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        return _per_reg(s.out, lambda r: op(f"v128.{name}", *(x[r] for x in a)))
+
+    return lower
+
+
+def _v_rounding(name: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        dt = s.out
+        return _per_reg(dt, lambda r: vcanon(cx, dt, op(f"{SHAPE[dt]}.{name}", a[0][r])))
+
+    return lower
+
+
+def _v_neg(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    return _per_reg(s.out, lambda r: op(f"{SHAPE[s.out]}.neg", a[0][r]))  # floats: sign bit
+
+
+def _v_abs(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    if s.out.is_int and not s.out.is_signed:
+        return [list(x) for x in a[0]]
+    return _per_reg(s.out, lambda r: op(f"{SHAPE[s.out]}.abs", a[0][r]))  # abs(MIN) = MIN
+
+
+def _v_copysign(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    sign = v128_splat(U64 if s.out is F64 else U32, 1 << (s.out.bits - 1))
+    return _per_reg(s.out, lambda r: op("v128.bitselect", a[1][r], a[0][r], sign))
+
+
+def _v_select(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    cond, x, y = a[0][0], a[1], a[2]
+    if regs(s.out) == 1:
+        return [op("v128.bitselect", x[0], y[0], cond)]
+    return _per_reg(s.out, lambda r: op("v128.bitselect", x[r], y[r], _widen_mask(cond, r)))
+
+
+def _v_convert(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    src, dst = s.ins[0], s.out
+    x = a[0]
+    if src is dst:
+        return _per_reg(dst, lambda r: vcanon(cx, dst, x[r]) if dst.is_float else list(x[r]))
+    if dst is BOOL:
+        zero = v128_splat(src, 0)
+        masks = _per_reg(src, lambda r: op(f"{SHAPE[src]}.ne", x[r], zero))
+        return masks if len(masks) == 1 else [_narrow(masks[0], masks[1])]
+    if src is BOOL:
+        one = v128_splat(dst, 1)
+        if dst.bits == 32:
+            return [op("v128.and", x[0], one)]
+        return _per_reg(dst, lambda r: op("v128.and", _widen_mask(x[0], r), one))
+    return _V_CONVERT.get((src, dst), _v_convert_fixed)(cx, s, a)
+
+
+def _v_convert_fixed(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    """Same-width int<->int and the instructions SIMD128 has; None where it has none."""
+    src, dst = s.ins[0], s.out
+    x = a[0]
+    if src.is_int and dst.is_int and src.bits == dst.bits:
+        return [list(r) for r in x]
+    if src.is_int and dst.is_int:  # 32 <-> 64, wrapping / extending like scalar convert
+        if dst.bits == 32:
+            return [_narrow(x[0], x[1])]
+        sign = "s" if src.is_signed else "u"
+        return [op(f"i64x2.extend_{half}_i32x4_{sign}", x[0]) for half in ("low", "high")]
+    return None
+
+
+def _f32_from_f64(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    x = a[0]
+    joined = [*op("f32x4.demote_f64x2_zero", x[0]), *op("f32x4.demote_f64x2_zero", x[1]),
+              ins("i8x16.shuffle", LOW_HALVES)]  # fmt: skip
+    return [vcanon(cx, F32, joined)]
+
+
+def _f64_from_f32(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    x = a[0][0]
+    high = [*x, *x, ins("i8x16.shuffle", HIGH_HALF)]
+    return [vcanon(cx, F64, op("f64x2.promote_low_f32x4", h)) for h in (x, high)]
+
+
+def _i32_from_f64(sign: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        name = f"i32x4.trunc_sat_f64x2_{sign}_zero"
+        return [[*op(name, a[0][0]), *op(name, a[0][1]), ins("i8x16.shuffle", LOW_HALVES)]]
+
+    return lower
+
+
+def _f64_from_i32(sign: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        x = a[0][0]
+        high = [*x, *x, ins("i8x16.shuffle", HIGH_HALF)]
+        return [op(f"f64x2.convert_low_i32x4_{sign}", h) for h in (x, high)]
+
+    return lower
+
+
+def _one(name: str) -> SimdLower:
+    def lower(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+        return [op(name, a[0][0])]
+
+    return lower
+
+
+_V_CONVERT: dict[tuple[DType, DType], SimdLower] = {
+    (F64, F32): _f32_from_f64,
+    (F32, F64): _f64_from_f32,
+    (F32, I32): _one("i32x4.trunc_sat_f32x4_s"),  # saturating, NaN -> 0
+    (F32, U32): _one("i32x4.trunc_sat_f32x4_u"),
+    (F64, I32): _i32_from_f64("s"),
+    (F64, U32): _i32_from_f64("u"),
+    (I32, F32): _one("f32x4.convert_i32x4_s"),
+    (U32, F32): _one("f32x4.convert_i32x4_u"),
+    (I32, F64): _f64_from_i32("s"),
+    (U32, F64): _f64_from_i32("u"),
+}
+
+
+def _v_bitcast(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    return [list(r) for r in a[0]]
+
+
+def _v_none(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    return None
+
+
+SIMD: dict[Op, SimdLower] = {
+    Op.NEG: _v_neg,
+    Op.ABS: _v_abs,
+    Op.NOT: _v_bitwise("not"),
+    Op.SQRT: _v_rounding("sqrt"),
+    Op.FLOOR: _v_rounding("floor"),
+    Op.CEIL: _v_rounding("ceil"),
+    Op.TRUNC: _v_rounding("trunc"),
+    Op.ROUND: _v_rounding("nearest"),
+    Op.ADD: _v_arith("add"),
+    Op.SUB: _v_arith("sub"),
+    Op.MUL: _v_arith("mul"),
+    Op.DIV: _v_arith("div"),
+    Op.REM: _v_none,  # lane by lane
+    Op.MIN: _v_minmax("min"),
+    Op.MAX: _v_minmax("max"),
+    Op.COPYSIGN: _v_copysign,
+    Op.AND: _v_bitwise("and"),
+    Op.OR: _v_bitwise("or"),
+    Op.XOR: _v_bitwise("xor"),
+    Op.SHL: _v_none,  # SIMD shifts take one amount for all lanes
+    Op.SHR: _v_none,
+    Op.EQ: _v_compare("eq"),
+    Op.NE: _v_compare("ne"),
+    Op.LT: _v_compare("lt"),
+    Op.LE: _v_compare("le"),
+    Op.GT: _v_compare("gt"),
+    Op.GE: _v_compare("ge"),
+    Op.FMA: _v_none,  # exact helper per lane
+    Op.SELECT: _v_select,
+    Op.CONVERT: _v_convert,
+    Op.BITCAST: _v_bitcast,
+}
+
+
+def _extract(dt: DType, x: Regs, k: int) -> Code:
+    """Element k of a SIMD value as a scalar of dt's representation."""
+    r, lane = divmod(k, lanes(dt))
+    code = [*x[r], ins(f"{SHAPE[dt]}.extract_lane", lane)]
+    return op("i32.and", code, i32c(1)) if dt is BOOL else code
+
+
+def lanewise(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code]:
+    """The scalar lowering applied to each of the four elements."""
+    out = s.out
+    result = []
+    for r in range(regs(out)):
+        code = v128_splat(out, 0)
+        for lane in range(lanes(out)):
+            k = r * lanes(out) + lane
+            scalar = SCALAR[s.op](cx, s, [_extract(t, x, k) for t, x in zip(s.ins, a, strict=True)])
+            if out is BOOL:
+                scalar = op("i32.sub", i32c(0), scalar)  # 0/1 -> mask
+            code = [*code, *scalar, ins(f"{SHAPE[out]}.replace_lane", lane)]
+        result.append(code)
+    return result
+
+
+def lower_simd(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code]:
+    return SIMD[s.op](cx, s, a) or lanewise(cx, s, a)
