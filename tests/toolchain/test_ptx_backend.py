@@ -234,3 +234,45 @@ def test_golden_ptx(name: str) -> None:
         path.write_text(text)
     assert path.exists(), f"missing golden file {path}: run with KERA_UPDATE_GOLDEN=1"
     assert text == path.read_text()
+
+
+CORPORA = Path(__file__).resolve().parents[2] / "corpora"
+
+
+def corpus_functions() -> list[tuple[str, Function]]:
+    from keracheck.harness import compile_file
+
+    out = []
+    for path in sorted(CORPORA.glob("*.kera")):
+        for fn in compile_file(str(path)).functions.values():
+            out.append((f"{path.stem}:{fn.name}", fn))
+    return out
+
+
+def test_ptx_emu_agrees_with_ref_on_the_corpus() -> None:
+    from keracheck import inputs as inputs_mod
+
+    functions = corpus_functions()
+    if not functions:
+        pytest.skip("corpora/ has no .kera files yet")
+    for name, fn in functions:
+        xs = inputs_mod.generate(fn, 64, 0)
+        want = interpret(fn, xs, batch=None if fn.params else 1)
+        got = PtxEmuAdversarialBackend().run(fn, xs)
+        assert all(bits_equal(g, w) for g, w in zip(got, want, strict=True)), name
+
+
+@pytest.mark.toolchain
+def test_ptxas_accepts_the_corpus() -> None:
+    ptxas = Ptxas()
+    reason = ptxas.available()
+    if reason is not None:
+        pytest.skip(reason)
+    from keracheck.harness import compile_file
+
+    paths = sorted(CORPORA.glob("*.kera"))
+    if not paths:
+        pytest.skip("corpora/ has no .kera files yet")
+    for path in paths:  # one module per file: function names are unique within a file
+        result = ptxas.assemble(emit_graph(compile_file(str(path))))
+        assert result.cubin[:4] == b"\x7fELF", path
