@@ -86,7 +86,7 @@ COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.MIN, Op.MAX, Op.AND, Op.OR, Op.XOR, 
 LEAVES = frozenset({Op.PARAM, Op.CONST, Op.IOTA})
 #: ops that exist only on floats / only on ints (and bool where noted)
 FLOAT_ONLY = frozenset({Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND, Op.COPYSIGN, Op.FMA})
-INT_ONLY = frozenset({Op.SHL, Op.SHR})
+INT_ONLY = frozenset({Op.SHL, Op.SHR, Op.REM})
 BOOL_OK = frozenset({Op.NOT, Op.AND, Op.OR, Op.XOR, Op.EQ, Op.NE, Op.SELECT})
 
 ARITY: dict[Op, int] = {
@@ -255,6 +255,9 @@ def _select(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -
 def _convert(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
     src, dst = ins[0].dtype, attrs["to"]
     assert isinstance(dst, DType)
+    if src == dst:
+        # `as` to the same type is a no-op in the language and has no node: one meaning only
+        raise _fail("E0206", f"conversion from {src} to itself (the front end drops it)")
     if not _convertible(src, dst):
         raise _fail("E0206", f"no conversion from {src} to {dst} (compare with 0.0 instead)")
     return TensorType(dst, ins[0].shape)
