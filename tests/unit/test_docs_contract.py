@@ -127,9 +127,7 @@ def _names(line: str) -> set[str]:
 
 
 #: code that disagrees with the contract, reported to the lead; strict, so a fix shows up
-KNOWN_GAPS = {
-    Op.REM: "kera.ops accepts f32/f64 for rem, which the contract (and SEMANTICS) lacks",
-}
+KNOWN_GAPS: dict[Op, str] = {}
 
 
 @pytest.mark.parametrize(
