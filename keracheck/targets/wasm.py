@@ -15,7 +15,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kera.backends.wasm import SUPPORTED, Program, WasmCompileError, compile_functions, layout
+from kera.backends.wasm import (
+    SUPPORTED,
+    Program,
+    WasmCompileError,
+    check,
+    compile_functions,
+    layout,
+)
 from kera.ir import Function
 from keracheck.backend import API_VERSION, Array, BackendError, Inputs, Outputs
 from keracheck.runners import node_wasm, wasmtime_run
@@ -128,7 +135,7 @@ class WasmBackend:
 
     def _compile_error(self, fn: Function) -> Exception | None:
         try:
-            compile_functions(fn, self.simd)
+            check(fn, self.simd)
         except WasmCompileError as e:
             return BackendError(str(e))
         return None

@@ -764,6 +764,11 @@ def compile_functions(
     return Program(module, encode(module), tuple(kernels), heap, simd)
 
 
+def check(fn: Function, simd: bool = False) -> None:
+    """Raise WasmCompileError if fn cannot be compiled (cheaper than compiling a module)."""
+    _Kernel(_ModuleState(simd, 1, _work_bytes([fn])), fn).emit()
+
+
 def emit(fns: Function | Sequence[Function], simd: bool = False) -> bytes:
     """The binary module for one or many functions."""
     return compile_functions(fns, simd).wasm

@@ -36,6 +36,7 @@ text that ``wat2wasm`` assembles back to the identical bytes.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -297,6 +298,7 @@ class Instr:
             raise ValueError(f"{self.op} needs 16 bytes")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def ins(op: str, *args: Arg) -> Instr:
     """Shorthand for :class:`Instr`; memory ops without a memarg get natural align, offset 0."""
     info = OPCODES.get(op)
@@ -464,6 +466,7 @@ _INT_IMM: dict[Imm, Callable[[int], bytes]] = {
 }
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def encode_instr(i: Instr) -> bytes:
     info = OPCODES[i.op]
     return info.encoding + _imm_bytes(info, i.args)
