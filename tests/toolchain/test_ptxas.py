@@ -227,3 +227,10 @@ def test_verbose_log_is_returned() -> None:
     result = PTXAS.assemble(text)
     assert "Compiling entry function 'snippet'" in result.log
     assert result.seconds > 0
+
+
+def test_ptxas_accepts_every_hardware_question() -> None:
+    from keracheck.ptx_emu.questions import QUESTIONS
+
+    for q in QUESTIONS:
+        PTXAS.assemble(q.snippet().ptx())

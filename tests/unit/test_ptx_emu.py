@@ -630,3 +630,14 @@ def test_module_level_refusals() -> None:
         parse(".version 8.0\n.target sm_90\n.address_size 64\n.global .b32 g;\n")
     with pytest.raises(PtxSyntaxError, match=r"needs \.version"):
         parse(".visible .entry k() { ret; }")
+
+
+def test_hardware_questions_run_on_the_emulator_without_a_gpu() -> None:
+    from keracheck.ptx_emu.questions import QUESTIONS, ask
+
+    answers = ask(QUESTIONS[:4] + [q for q in QUESTIONS if q.name == "div.u32 by 0"])
+    rows = {row["question"]: row for row in answers["answers"]}
+    assert rows["f32 generated NaN (inf + -inf)"]["emulator"] == ["0x7fffffff"]
+    assert str(rows["div.u32 by 0"]["emulator"]).startswith("refused: integer division by zero")
+    if answers["gpuUnavailable"] is not None:
+        assert all(row["gpu"] is None for row in answers["answers"])
