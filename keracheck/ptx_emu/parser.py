@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from keracheck.ptx_emu.errors import PtxSyntaxError, PtxUnsupportedError
 
@@ -130,8 +131,7 @@ _TOKEN = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     kind: str
     text: str
     line: int
@@ -147,18 +147,19 @@ def strip_comments(text: str) -> str:
 
 
 def tokenize(text: str, lines: list[str]) -> list[Token]:
-    """Split comment-free PTX into tokens with their line numbers."""
+    """Split comment-free PTX into tokens with their line numbers (no token spans lines)."""
     tokens: list[Token] = []
-    pos, line = 0, 1
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise PtxSyntaxError(f"unexpected character {text[pos]!r}", line, _src(lines, line))
-        kind = m.lastgroup or ""
-        if kind != "space":
-            tokens.append(Token(kind, m.group(0), line))
-        line += m.group(0).count("\n")
-        pos = m.end()
+    for number, line in enumerate(text.split("\n"), start=1):
+        pos = 0
+        for m in _TOKEN.finditer(line):
+            if m.start() != pos:
+                break
+            pos = m.end()
+            kind = m.lastgroup or ""
+            if kind != "space":
+                tokens.append(Token(kind, m.group(0), number))
+        if pos != len(line):
+            raise PtxSyntaxError(f"unexpected character {line[pos]!r}", number, _src(lines, number))
     return tokens
 
 

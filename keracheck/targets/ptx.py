@@ -196,12 +196,16 @@ class Gpu:
         return bytes(raw).split(b"\0")[0].decode()
 
     def module(self, ptx: str) -> Any:
-        """Load a cubin from ptxas when it is on PATH (reproducible), else JIT the PTX."""
+        """Load a cubin from ptxas when it is on PATH (reproducible); JIT the PTX when there is
+        no ptxas or the driver does not take that ptxas' cubin."""
         from keracheck.runners.ptxas import Ptxas
 
         ptxas = Ptxas(arch=self.arch)
-        image = ptxas.assemble(ptx).cubin if ptxas.available() is None else ptx.encode() + b"\0"
-        return _check(self.cu, self.cu.cuModuleLoadData(image), "cuModuleLoadData")
+        if ptxas.available() is None:
+            err, module = self.cu.cuModuleLoadData(ptxas.assemble(ptx).cubin)
+            if err == self.cu.CUresult.CUDA_SUCCESS:
+                return module
+        return _check(self.cu, self.cu.cuModuleLoadData(ptx.encode() + b"\0"), "cuModuleLoadData")
 
     def launch(
         self,

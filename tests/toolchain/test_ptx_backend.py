@@ -276,3 +276,17 @@ def test_ptxas_accepts_the_corpus() -> None:
     for path in paths:  # one module per file: function names are unique within a file
         result = ptxas.assemble(emit_graph(compile_file(str(path))))
         assert result.cubin[:4] == b"\x7fELF", path
+
+
+def test_ptx_gpu_reports_why_it_is_unavailable() -> None:
+    from keracheck.backend import BackendError
+    from keracheck.targets.ptx import PtxGpuBackend
+
+    gpu = PtxGpuBackend()
+    reason = gpu.available()
+    if reason is None:
+        pytest.skip("a GPU is usable here: scripts/gpu-check exercises ptx-gpu")
+    assert "cuda-bindings" in reason or "driver" in reason or "GPU" in reason
+    _, fn, inputs = CASES[0]
+    with pytest.raises(BackendError, match="ptx-gpu unavailable"):
+        gpu.run(fn, inputs)
