@@ -1,0 +1,127 @@
+"""gcc (native or cross) runner: PATH check, argv builder and a content-addressed build cache.
+
+:class:`Gcc` wraps one compiler driver (``gcc``, ``aarch64-linux-gnu-gcc`` ...).  :meth:`Gcc.build`
+compiles a set of source files into a shared object or a static executable and caches it under
+``$KERACHECK_CACHE`` (default ``~/.cache/keracheck``) as ``c/<sha256>/``, where the hash covers
+the compiler's identity (path, ``-dumpfullversion``, ``-dumpmachine``), the kind of artifact, every
+flag and every source file's name and bytes.  A hit skips the compiler.  Artifacts are written to
+a temporary name and renamed into place, so concurrent builds of one hash are safe.  A failing
+compile raises :class:`keracheck.backend.BackendError` carrying gcc's own diagnostics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from keracheck.backend import BackendError
+
+Kind = Literal["shared", "static"]
+_KIND_FLAGS: dict[str, tuple[str, ...]] = {
+    "shared": ("-shared", "-fPIC"),
+    "static": ("-static",),
+}
+_ARTIFACT = {"shared": "lib.so", "static": "prog"}
+
+
+def cache_root() -> Path:
+    """Where compiled artifacts are kept: $KERACHECK_CACHE or ~/.cache/keracheck."""
+    env = os.environ.get("KERACHECK_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "keracheck"
+
+
+class Gcc:
+    """One gcc driver; ``apt`` names the Debian package that provides it."""
+
+    def __init__(self, exe: str = "gcc", apt: str = "gcc") -> None:
+        self.exe = exe
+        self.apt = apt
+        self.name = exe
+
+    def available(self) -> str | None:
+        """None when the driver is on PATH, else the reason and the install command."""
+        if shutil.which(self.exe) is None:
+            return f"{self.exe} not on PATH: apt-get install {self.apt}"
+        return None
+
+    def version(self) -> str:
+        """``<full version> <target triple>``, e.g. ``12.2.0 x86_64-linux-gnu``."""
+        return _identity(self.exe)
+
+    def argv(
+        self, sources: Sequence[Path], output: Path, flags: Sequence[str], kind: Kind
+    ) -> list[str]:
+        """The compile-and-link command line (``-lm`` last, after the sources)."""
+        return [
+            self.exe,
+            *flags,
+            *_KIND_FLAGS[kind],
+            "-o",
+            str(output),
+            *map(str, sources),
+            "-lm",
+        ]
+
+    def build(
+        self,
+        files: Mapping[str, str],
+        flags: Sequence[str],
+        kind: Kind,
+        timeout: float = 600,
+    ) -> Path:
+        """Compile the ``.c`` files of ``files`` (name -> text; headers beside them); returns the
+        cached artifact's path."""
+        reason = self.available()
+        if reason is not None:
+            raise BackendError(reason)
+        h = hashlib.sha256()
+        for part in (self.exe, self.version(), kind, *flags):
+            h.update(part.encode() + b"\0")
+        for name in sorted(files):
+            h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+        out_dir = cache_root() / "c" / h.hexdigest()
+        artifact = out_dir / _ARTIFACT[kind]
+        if artifact.exists():
+            return artifact
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            work = Path(tmp)
+            for name, text in files.items():
+                (work / name).write_text(text)
+            sources = [work / n for n in sorted(files) if n.endswith(".c")]
+            _compile(self.argv(sources, work / "out", flags, kind), timeout)
+            for name, text in files.items():  # keep the sources beside the artifact
+                (out_dir / name).write_text(text)
+            os.replace(work / "out", artifact)
+        return artifact
+
+
+def _compile(argv: list[str], timeout: float) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise BackendError(f"{argv[0]} timed out after {timeout:g} s") from None
+    if proc.returncode != 0:
+        diag = (proc.stderr or proc.stdout).strip()
+        raise BackendError(f"{argv[0]} failed (exit {proc.returncode}):\n{diag[-4000:]}")
+
+
+@cache
+def _identity(exe: str) -> str:
+    parts = []
+    for flag in ("-dumpfullversion", "-dumpmachine"):
+        try:
+            proc = subprocess.run(
+                [exe, flag], capture_output=True, text=True, timeout=30, check=False
+            )
+        except OSError:
+            return "unknown"
+        parts.append(proc.stdout.strip() or "unknown")
+    return " ".join(parts)

@@ -1,0 +1,68 @@
+"""qemu-user runner: run a foreign-architecture Linux executable on this host.
+
+:class:`Qemu` wraps ``qemu-<arch>`` (Debian package ``qemu-user``).  binfmt_misc is not assumed
+to be registered, so the emulator is always called explicitly; the binaries we run are static,
+so no ``-L`` sysroot is needed.  A non-zero exit or a timeout raises
+:class:`keracheck.backend.BackendError` with the program's stderr.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from keracheck.backend import BackendError
+
+INSTALL = "apt-get install qemu-user"
+
+
+class Qemu:
+    """``qemu-<arch>`` user-mode emulation (arch: aarch64, riscv64 ...)."""
+
+    def __init__(self, arch: str) -> None:
+        self.arch = arch
+        self.exe = f"qemu-{arch}"
+        self.name = self.exe
+
+    def available(self) -> str | None:
+        if shutil.which(self.exe) is None:
+            return f"{self.exe} not on PATH: {INSTALL}"
+        return None
+
+    def version(self) -> str:
+        """First line of ``qemu-<arch> --version``."""
+        return _version(self.exe)
+
+    def argv(self, binary: Path, args: Sequence[str]) -> list[str]:
+        return [self.exe, str(binary), *args]
+
+    def run(self, binary: Path, args: Sequence[str], timeout: float = 600) -> str:
+        """Run ``binary args`` under the emulator; returns its standard output."""
+        reason = self.available()
+        if reason is not None:
+            raise BackendError(reason)
+        argv = self.argv(binary, args)
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise BackendError(f"{self.exe} {binary.name} timed out after {timeout:g} s") from None
+        if proc.returncode != 0:
+            raise BackendError(
+                f"{self.exe} {binary.name} exited with {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+            )
+        return proc.stdout
+
+
+@cache
+def _version(exe: str) -> str:
+    try:
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return "unknown"
+    lines = proc.stdout.strip().splitlines()
+    return lines[0] if lines else "unknown"

@@ -1,0 +1,359 @@
+"""Native CPU targets through the C back end (``kera.backends.c``).
+
+Target ids:
+
+* ``cpu`` — the best ISA level this host has (``avx512`` > ``avx2`` > ``sse2`` on x86-64,
+  ``neon`` on AArch64, else ``scalar``); ``cpu:scalar``, ``cpu:sse2``, ``cpu:avx2``,
+  ``cpu:avx512`` (and ``cpu:neon`` on an AArch64 host) select one level and are unavailable, with
+  the missing CPU features named, when the host lacks it.  Execution: the cases' functions are
+  emitted into one translation unit, built once into a shared object (cached by content, see
+  ``keracheck.runners.gcc``) and called through ctypes in this process — keracheck already runs
+  back ends in a worker process, so a crash costs only that worker.
+* ``cpu-aarch64`` (NEON lanes) and ``cpu-riscv64`` (scalar lanes; GCC 12 has no RVV code
+  generation) — the same translation unit plus the batch driver of ``kera.backends.c``,
+  cross-compiled statically and run once per batch under ``qemu-<arch>``: inputs go in one file,
+  outputs come back in another.
+
+Every target implements the keracheck back-end interface (API version 1), including
+``run_many`` (one build and, for qemu, one process for all cases), ``artifacts`` and ``versions``.
+Entry points are named by fingerprint (``kera_f<first 20 hex digits>``), so identical functions
+in one batch are built once and different functions with one name never collide.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kera.backends import c
+from kera.interp import batch_size
+from kera.ir import Function
+from keracheck.backend import API_VERSION, BackendError, Inputs, Outputs
+from keracheck.runners.gcc import Gcc
+from keracheck.runners.qemu import Qemu
+
+#: host ISA levels, best first
+HOST_ISAS = ("avx512", "avx2", "neon", "sse2", "scalar")
+
+#: /proc/cpuinfo flags each level needs (x86-64-v3 and -v4 as gcc defines them)
+_X86_FLAGS = {
+    "sse2": ("sse2",),
+    "avx2": ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"),
+    "avx512": ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
+}
+_ERRORS = {c.E_FPENV: "floating-point environment breaks the contract (FTZ/DAZ or rounding mode)"}
+_ERRORS[c.E_NOMEM] = "out of memory for the tile arena"
+_ERRORS[c.E_BADCASE] = "the driver rejected the case"
+
+
+@cache
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def host_arch() -> str:
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def isa_problem(isa: str) -> str | None:
+    """None when this host can run ``isa``, else why not."""
+    arch = c.ISAS[isa].arch
+    if arch == "any":
+        return None
+    if host_arch() != arch:
+        return f"{isa} needs an {arch} host; this one is {host_arch()}"
+    if arch != "x86_64":
+        return None
+    missing = [f for f in _X86_FLAGS[isa] if f not in _cpu_flags()]
+    if missing:
+        return f"host CPU lacks {isa} (no {' '.join(missing)} in /proc/cpuinfo)"
+    return None
+
+
+def best_isa() -> str:
+    for isa in HOST_ISAS:
+        if isa_problem(isa) is None:
+            return isa
+    return "scalar"
+
+
+def _symbols(cases: Sequence[tuple[Function, Inputs]]) -> dict[str, Function]:
+    """Unique functions of a batch keyed by the suffix of their entry point."""
+    out: dict[str, Function] = {}
+    for fn, _ in cases:
+        out.setdefault(f"f{fn.fingerprint[:20]}", fn)
+    return out
+
+
+def _sym(fn: Function) -> str:
+    return f"kera_f{fn.fingerprint[:20]}"
+
+
+def _arrays(fn: Function, inputs: Inputs) -> tuple[int, list[np.ndarray[Any, Any]]]:
+    """Validated, contiguous inputs in parameter order, and the batch size."""
+    n = batch_size(fn, inputs)
+    arrs = [np.ascontiguousarray(inputs[str(p.attr("name"))], dtype=p.dtype.np) for p in fn.params]
+    return n, arrs
+
+
+_Built = tuple[Path, int]  # an artifact and the index of an entry point in its driver table
+
+
+class _CBackend:
+    """What the host and qemu targets share: batching, building with per-function fallback."""
+
+    name: str
+    api_version = API_VERSION
+    isa: str
+    gcc: Gcc
+
+    def supported_ops(self) -> frozenset[str]:
+        return c.SUPPORTED
+
+    def run(self, fn: Function, inputs: Inputs) -> Outputs:
+        (out,) = self.run_many([(fn, inputs)])
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
+        reason = self.available()
+        if reason is not None:
+            return [BackendError(f"{self.name} is unavailable: {reason}") for _ in cases]
+        groups = self._build_groups(_symbols(cases))
+        return self._execute(cases, groups)
+
+    def available(self) -> str | None:
+        raise NotImplementedError
+
+    def _build(self, fns: Mapping[str, Function]) -> Path:
+        raise NotImplementedError
+
+    def _execute(
+        self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]
+    ) -> list[Outputs | Exception]:
+        raise NotImplementedError
+
+    def _build_groups(self, fns: Mapping[str, Function]) -> dict[str, _Built | Exception]:
+        """Entry symbol -> (artifact, index of the entry in it): one artifact for the batch, or,
+        when that build fails, one per function (a function that fails alone gets its error)."""
+        try:
+            art = self._build(fns)
+            return {f"kera_{k}": (art, i) for i, k in enumerate(fns)}
+        except BackendError as batch_error:
+            if len(fns) == 1:
+                return {f"kera_{k}": batch_error for k in fns}
+        out: dict[str, _Built | Exception] = {}
+        for k, fn in fns.items():
+            try:
+                out[f"kera_{k}"] = (self._build({k: fn}), 0)
+            except BackendError as e:
+                out[f"kera_{k}"] = e
+        return out
+
+    def artifacts(self, fn: Function) -> dict[str, str]:
+        return c.emit([fn], isa=self.isa, name=c.c_ident(fn.name)).files()
+
+
+class CpuTarget(_CBackend):
+    """This host's CPU at one ISA level (None: the best it has)."""
+
+    def __init__(self, isa: str | None = None, timeout: float = 600) -> None:
+        if isa is not None and isa not in c.ISAS:
+            raise ValueError(f"unknown ISA level '{isa}'; choose one of {', '.join(c.ISAS)}")
+        self.name = "cpu" if isa is None else f"cpu:{isa}"
+        self.isa = isa or best_isa()
+        self.gcc = Gcc("gcc", "gcc")
+        self.timeout = timeout
+
+    def available(self) -> str | None:
+        return self.gcc.available() or isa_problem(self.isa)
+
+    def versions(self) -> dict[str, str]:
+        return {"gcc": self.gcc.version(), "isa": self.isa, "lanes": str(c.ISAS[self.isa].lanes)}
+
+    def _build(self, fns: Mapping[str, Function]) -> Path:
+        src = c.emit(fns, isa=self.isa)
+        flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags]
+        return self.gcc.build(src.files(), flags, "shared", self.timeout)
+
+    def _execute(
+        self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]
+    ) -> list[Outputs | Exception]:
+        out: list[Outputs | Exception] = []
+        for fn, inputs in cases:
+            built = groups[_sym(fn)]
+            try:
+                if isinstance(built, Exception):
+                    raise built
+                out.append(_call(_library(str(built[0])), fn, inputs))
+            except Exception as e:
+                out.append(e)
+        return out
+
+
+@cache
+def _library(path: str) -> ctypes.CDLL:
+    return ctypes.CDLL(path)
+
+
+def _call(lib: ctypes.CDLL, fn: Function, inputs: Inputs) -> Outputs:
+    n, arrs = _arrays(fn, inputs)
+    outs = [np.empty((n, *r.shape), dtype=r.dtype.np) for r in fn.results]
+    entry = getattr(lib, _sym(fn))
+    entry.restype = ctypes.c_int
+    entry.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * (len(arrs) + len(outs))
+    status = entry(n, *(a.ctypes.data for a in arrs), *(o.ctypes.data for o in outs))
+    if status != c.OK:
+        raise BackendError(f"{_sym(fn)} returned {status}: {_ERRORS.get(status, 'unknown')}")
+    return list(outs)
+
+
+_CROSS = {
+    # arch: (gcc driver, Debian package, ISA level of the lanes, extra flags)
+    "aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", "neon", ()),
+    "riscv64": (
+        "riscv64-linux-gnu-gcc",
+        "gcc-riscv64-linux-gnu",
+        "scalar",
+        ("-march=rv64gc", "-mabi=lp64d"),
+    ),
+}
+
+
+class QemuTarget(_CBackend):
+    """A foreign CPU: a static cross build run under qemu-user, one process per batch."""
+
+    def __init__(self, arch: str, timeout: float = 600) -> None:
+        if arch not in _CROSS:
+            raise ValueError(f"unknown architecture '{arch}'; choose one of {', '.join(_CROSS)}")
+        exe, apt, isa, extra = _CROSS[arch]
+        self.arch = arch
+        self.name = f"cpu-{arch}"
+        self.gcc = Gcc(exe, apt)
+        self.qemu = Qemu(arch)
+        self.isa = isa
+        self.extra = extra
+        self.timeout = timeout
+
+    def available(self) -> str | None:
+        return self.gcc.available() or self.qemu.available()
+
+    def versions(self) -> dict[str, str]:
+        return {
+            "gcc": self.gcc.version(),
+            "qemu": self.qemu.version(),
+            "isa": self.isa,
+            "lanes": str(c.ISAS[self.isa].lanes),
+        }
+
+    def artifacts(self, fn: Function) -> dict[str, str]:
+        src = c.emit([fn], isa=self.isa, name=c.c_ident(fn.name))
+        return src.files() | {"main.c": c.emit_driver(src, {_sym(fn): fn})}
+
+    def _build(self, fns: Mapping[str, Function]) -> Path:
+        src = c.emit(fns, isa=self.isa)
+        driver = c.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
+        flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags, *self.extra]
+        files = src.files() | {"main.c": driver}
+        return self.gcc.build(files, flags, "static", self.timeout)
+
+    def _execute(
+        self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]
+    ) -> list[Outputs | Exception]:
+        out: list[Outputs | Exception] = [BackendError("not run")] * len(cases)
+        by_binary: dict[Path, list[tuple[int, int]]] = {}  # binary -> (case, entry index)
+        for i, (fn, inputs) in enumerate(cases):
+            built = groups[_sym(fn)]
+            try:
+                if isinstance(built, Exception):
+                    raise built
+                _arrays(fn, inputs)
+            except Exception as e:
+                out[i] = e
+                continue
+            by_binary.setdefault(built[0], []).append((i, built[1]))
+        for binary, idx in by_binary.items():
+            batch = [(entry, *cases[i]) for i, entry in idx]
+            for (i, _), res in zip(idx, self._run_binary(binary, batch), strict=True):
+                out[i] = res
+        return out
+
+    def _run_binary(
+        self, binary: Path, cases: Sequence[tuple[int, Function, Inputs]]
+    ) -> list[Outputs | Exception]:
+        rows = [(entry, fn, _named_arrays(fn, inp)) for entry, fn, inp in cases]
+        with tempfile.TemporaryDirectory(prefix="kera-qemu-") as tmp:
+            inp, outp = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
+            inp.write_bytes(c.input_file(rows))
+            try:
+                self.qemu.run(binary, [str(inp), str(outp)], self.timeout)
+                data = outp.read_bytes()
+            except (BackendError, OSError) as e:
+                return [BackendError(str(e)) for _ in cases]
+        parsed = c.read_output_file(data, [(fn, batch_size(fn, inp)) for _, fn, inp in cases])
+        return [
+            list(r) if not isinstance(r, int) else BackendError(f"status {r}: {_ERRORS.get(r)}")
+            for r in parsed
+        ]
+
+
+def _named_arrays(fn: Function, inputs: Inputs) -> dict[str, np.ndarray[Any, Any]]:
+    _, arrs = _arrays(fn, inputs)
+    return {str(p.attr("name")): a for p, a in zip(fn.params, arrs, strict=True)}
+
+
+# zero-argument factories for the target registry (keracheck.targets.BUILTIN)
+def cpu() -> CpuTarget:
+    return CpuTarget()
+
+
+def cpu_scalar() -> CpuTarget:
+    return CpuTarget("scalar")
+
+
+def cpu_sse2() -> CpuTarget:
+    return CpuTarget("sse2")
+
+
+def cpu_avx2() -> CpuTarget:
+    return CpuTarget("avx2")
+
+
+def cpu_avx512() -> CpuTarget:
+    return CpuTarget("avx512")
+
+
+def cpu_aarch64() -> QemuTarget:
+    return QemuTarget("aarch64")
+
+
+def cpu_riscv64() -> QemuTarget:
+    return QemuTarget("riscv64")
+
+
+#: registry entries (id -> "module:attr") for keracheck.targets.BUILTIN
+REGISTRY = {
+    "cpu": "keracheck.targets.cpu:cpu",
+    "cpu:scalar": "keracheck.targets.cpu:cpu_scalar",
+    "cpu:sse2": "keracheck.targets.cpu:cpu_sse2",
+    "cpu:avx2": "keracheck.targets.cpu:cpu_avx2",
+    "cpu:avx512": "keracheck.targets.cpu:cpu_avx512",
+    "cpu-aarch64": "keracheck.targets.cpu:cpu_aarch64",
+    "cpu-riscv64": "keracheck.targets.cpu:cpu_riscv64",
+}
