@@ -177,9 +177,16 @@ class WasmSimdBackend(WasmBackend):
 
 
 class WasmNodeBackend(WasmBackend):
-    """The scalar module in Node.js (V8): a second engine on the same bytes."""
+    """The scalar module in Node.js (V8): a second engine on the same bytes.
+
+    ``node_args`` pass V8 flags, e.g. ``("--liftoff-only",)`` or ``("--no-liftoff",)`` to pin
+    one of V8's two wasm compilers (by default short runs stay mostly in Liftoff).
+    """
 
     name: ClassVar[str] = "wasm-node"
+
+    def __init__(self, node_args: Sequence[str] = ()) -> None:
+        self.node_args = tuple(node_args)
 
     def available(self) -> str | None:
         return node_wasm.available()
@@ -189,7 +196,7 @@ class WasmNodeBackend(WasmBackend):
 
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = node_wasm.NodeWasmRunner()
+            self._engine = node_wasm.NodeWasmRunner(self.node_args)
         return self._engine
 
 

@@ -230,8 +230,8 @@ def _backend(target: str) -> Any:
     return backend
 
 
-def _check(target: str, cases: list[Case]) -> None:
-    results = _backend(target).run_many(cases)
+def _check(target: str, cases: list[Case], backend: Any = None) -> None:
+    results = (backend or _backend(target)).run_many(cases)
     problems = []
     for (fn, inputs), got in zip(cases, results, strict=True):
         if isinstance(got, Exception):
@@ -263,6 +263,17 @@ def test_every_elementwise_op_and_dtype(target: str, elementwise: list[Case]) ->
 @pytest.mark.parametrize("target", TARGETS)
 def test_reductions_movement_and_graphs(target: str, structural: list[Case]) -> None:
     _check(target, structural)
+
+
+@pytest.mark.parametrize(
+    "flags", [("--liftoff-only",), ("--no-liftoff",)], ids=["liftoff", "turbofan"]
+)
+def test_both_v8_compilers(
+    flags: tuple[str, ...], elementwise: list[Case], structural: list[Case]
+) -> None:
+    """V8 compiles wasm with Liftoff, then TurboFan: each one alone must agree too."""
+    _backend("wasm-node")
+    _check("wasm-node", elementwise + structural, WasmNodeBackend(flags))
 
 
 def test_case_set_covers_every_op(elementwise: list[Case], structural: list[Case]) -> None:
@@ -328,3 +339,80 @@ def test_golden_wat(name: str, simd: bool) -> None:
     assert text == path.read_text()
     wasmtime = pytest.importorskip("wasmtime")
     assert wasmtime.wat2wasm(text) == compile_functions(golden_fn(name), simd).wasm
+
+
+# ----------------------------------------------------------------------------- random graphs
+
+RANDOM_GRAPHS = int(os.environ.get("KERA_WASM_RANDOM_GRAPHS", "80"))
+SHAPES = [(), (4,), (5,), (2, 3), (3, 1), (1, 6)]
+UNARY_OPS = sorted(UNARY)
+BINARY_OPS = sorted(BINARY)
+
+
+def _try(b: FunctionBuilder, name: str, *args: Any, **attrs: Any) -> Any:
+    try:
+        return b.op(name, *args, **attrs)
+    except TypeRuleError:
+        return None
+
+
+def _grow(rng: np.random.Generator, b: FunctionBuilder, pool: list[Any]) -> Any:
+    """One new node on random operands from the pool (None when the pick does not type)."""
+    recent = int(rng.integers(max(0, len(pool) - 3), len(pool)))  # chains, mostly
+    x = pool[recent if rng.random() < 0.7 else int(rng.integers(len(pool)))]
+    same = [p for p in pool if p.type == x.type]
+    y = same[int(rng.integers(len(same)))]
+    kind = int(rng.integers(10))
+    if kind <= 2:
+        return _try(b, BINARY_OPS[int(rng.integers(len(BINARY_OPS)))], x, y)
+    if kind == 3:
+        return _try(b, UNARY_OPS[int(rng.integers(len(UNARY_OPS)))], x)
+    if kind == 4:
+        return _try(b, "convert", x, to=DTYPES[int(rng.integers(len(DTYPES)))])
+    if kind == 5 and x.shape:
+        return _try(b, ["sum", "prod", "amin", "amax"][int(rng.integers(4))], x,
+                    axis=int(rng.integers(len(x.shape))))  # fmt: skip
+    if kind == 6:
+        return _try(b, "reshape", x, shape=[int(np.prod(x.shape))])
+    if kind == 7 and not x.shape:
+        return _try(b, "broadcast", x, shape=list(SHAPES[1 + int(rng.integers(len(SHAPES) - 1))]))
+    if kind == 7 and len(x.shape) == 2:
+        return _try(b, "transpose", x, perm=[1, 0])
+    if kind == 8 and x.shape:
+        return _try(b, "concat", x, y, axis=0)
+    if kind == 9 and len(x.shape) == 1:
+        return _try(b, "dot", x, y)
+    if kind == 9 and x.dtype.is_float:
+        c = b.const(rng.standard_normal(x.shape or (1,)).reshape(x.shape), x.dtype, x.shape)
+        return _try(b, "fma", x, y, c)
+    return _try(b, "select", _try(b, "lt", x, y), x, y) if x.dtype is not DType.BOOL else None
+
+
+def random_cases(count: int, seed: int) -> list[Case]:
+    rng = np.random.default_rng(seed)
+    out: list[Case] = []
+    for g in range(count):
+        b = FunctionBuilder(f"random_{g}")
+        params = []
+        for k in range(int(rng.integers(1, 4))):
+            dt = DTYPES[int(rng.integers(1, len(DTYPES)))]
+            params.append(b.param(f"p{k}", dt, SHAPES[int(rng.integers(len(SHAPES)))]))
+        pool = list(params)
+        for _ in range(int(rng.integers(4, 24))):
+            node = _grow(rng, b, pool)
+            if node is not None and int(np.prod(node.shape)) <= 64:
+                pool.append(node)
+        picks = rng.choice(len(pool), size=min(len(pool), int(rng.integers(0, 3))), replace=False)
+        fn = b.build(*(pool[int(i)] for i in sorted(picks)), pool[-1])
+        n = int(rng.integers(1, 24))
+        inputs = {
+            str(p.attr("name")): _random_specials(rng, p.dtype, (n, *p.shape)) for p in params
+        }
+        out.append((fn, inputs))
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_graphs(target: str) -> None:
+    """Random DAGs (groups, views, reductions, conversions, constants) against the reference."""
+    _check(target, random_cases(RANDOM_GRAPHS, seed=11))
