@@ -156,7 +156,7 @@ def run_isolated(spec: str, jobs: list[Job], repeat: int, timeout: float) -> dic
 _PRELOAD = ["numpy", "kera.interp", "kera.keg", "keracheck.worker", "keracheck.targets"]
 
 
-def _context() -> mp.context.BaseContext:
+def _context() -> mp.context.ForkServerContext:
     """forkserver: each batch gets a fresh process forked from a server that has numpy and kera
     imported already (milliseconds instead of a new interpreter per batch), without forking
     the harness's own threads."""

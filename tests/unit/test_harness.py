@@ -95,6 +95,7 @@ def test_companion_npz_inputs_are_used(tmp_path: Path) -> None:
     code, doc = run_json(tmp_path, str(corpus), "--targets", "ref")
     ints = next(c for c in doc["cases"] if c["function"] == "ints")
     assert ints["inputs"]["source"] == "npz" and ints["inputs"]["n"] == 1
+    assert code == 0
 
 
 def test_crash_is_contained_exit_3(tmp_path: Path) -> None:
