@@ -232,3 +232,26 @@ def test_known_cases(engine: str, bits: int) -> None:
     got = _run(engine, bits, a, b, c)
     assert [hex(x) for x in got] == [hex(x) for x in want]
     assert np.array_equal(softfloat_fma(bits, a, b, c), want)  # the table itself is right
+
+
+@pytest.mark.parametrize("target", ["wasm", "wasm-simd"])
+def test_kera_fma_through_the_back_end(
+    target: str, cases: tuple[int, Array, Array, Array, Array]
+) -> None:
+    """The same cases through a Kera graph: wasm-simd's f32 fma is the vectorised f64x2 form."""
+    from kera.dtypes import DType
+    from kera.ir import FunctionBuilder
+    from keracheck.targets.wasm import WasmBackend, WasmSimdBackend
+
+    bits, a, b, c, want = cases
+    dt = DType.F32 if bits == 32 else DType.F64
+    fb = FunctionBuilder(f"fma_{dt}")
+    x, y, z = (fb.param(name, dt) for name in "abc")
+    fn = fb.build(fb.op("fma", x, y, z))
+    backend = WasmSimdBackend() if target == "wasm-simd" else WasmBackend()
+    if backend.available():
+        pytest.skip(backend.available())
+    ft = WIDTH[bits][2]
+    (got,) = backend.run(fn, {"a": a.view(ft), "b": b.view(ft), "c": c.view(ft)})
+    got_bits = got.view(a.dtype)
+    assert np.array_equal(got_bits, want), _show(a, b, c, got_bits, want)

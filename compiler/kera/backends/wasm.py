@@ -219,6 +219,9 @@ class _Kernel:
     def helper(self, name: str) -> int:
         return self.ms.helper(name)
 
+    def local(self, vt: ValType) -> int:
+        return self.loc.new(vt)
+
     # -- classification
 
     def key(self, node: Node) -> Node:

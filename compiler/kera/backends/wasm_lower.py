@@ -24,7 +24,7 @@ How each gap between WebAssembly and the Kera contract is closed:
   NaN bits, which ``canon`` fixes.  Integer min/max select on a compare.
 * fma: a call to the exact software helpers of :mod:`kera.backends.wasm_fma`.
 * SIMD128 lacks: integer div/rem, per-lane variable shifts, 64-bit float<->int conversions and
-  fma; those go lane by lane.  Unsigned 64-bit compares flip the sign bits and compare signed.
+  an exact f64 fma; those go lane by lane (f32 fma is vectorised as two f64x2 halves).  Unsigned 64-bit compares flip the sign bits and compare signed.
 """
 
 from __future__ import annotations
@@ -98,6 +98,10 @@ class Cx(Protocol):
 
     def helper(self, name: str) -> int:
         """The function index of a helper (the fma functions)."""
+        ...
+
+    def local(self, vt: ValType) -> int:
+        """A fresh local of type vt."""
         ...
 
 
@@ -521,6 +525,41 @@ def _v_bitcast(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
     return [list(r) for r in a[0]]
 
 
+def _v_fma(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
+    """f32x4 fma as two f64x2 halves: exact product, TwoSum, round to odd, demote (see
+    kera.backends.wasm_fma); f64 has no exact SIMD form and goes lane by lane."""
+    if s.out is not F32:
+        return None
+    halves = [_fma_half(cx, [x[0] if h == 0 else _high(x[0]) for x in a]) for h in (0, 1)]
+    joined = [*op("f32x4.demote_f64x2_zero", halves[0]), *op("f32x4.demote_f64x2_zero", halves[1]),
+              ins("i8x16.shuffle", LOW_HALVES)]  # fmt: skip
+    return [vcanon(cx, F32, joined)]
+
+
+def _high(x: Code) -> Code:
+    return [*x, *x, ins("i8x16.shuffle", HIGH_HALF)]
+
+
+def _fma_half(cx: Cx, abc: Sequence[Code]) -> Code:
+    """Lanes 0-1 of a*b+c (f32x4 operands) rounded to odd in f64, as f64x2."""
+    p, sm, bp, e, c = (cx.local(ValType.V128) for _ in range(5))
+    wide = [op("f64x2.promote_low_f32x4", x) for x in abc]
+    one, zero = v128_splat(U64, 1), v128_splat(U64, 0)
+    inexact = op("f64x2.gt", op("f64x2.abs", get(e)), zero)  # false for NaN
+    even = op("i64x2.eq", op("v128.and", get(sm), one), zero)
+    away = [*op("v128.xor", get(sm), get(e)), *i32c(63), ins("i64x2.shr_s")]
+    step = op("v128.and", op("v128.or", away, one), op("v128.and", inexact, even))
+    return [
+        *wide[2], ins("local.set", c),
+        *op("f64x2.mul", wide[0], wide[1]), ins("local.set", p),  # exact
+        *op("f64x2.add", get(p), get(c)), ins("local.set", sm),
+        *op("f64x2.sub", get(sm), get(p)), ins("local.set", bp),
+        *op("f64x2.add", op("f64x2.sub", get(p), op("f64x2.sub", get(sm), get(bp))),
+            op("f64x2.sub", get(c), get(bp))), ins("local.set", e),  # TwoSum error
+        *op("i64x2.add", get(sm), step),
+    ]  # fmt: skip
+
+
 def _v_none(cx: Cx, s: Site, a: Sequence[Regs]) -> list[Code] | None:
     return None
 
@@ -553,7 +592,7 @@ SIMD: dict[Op, SimdLower] = {
     Op.LE: _v_compare("le"),
     Op.GT: _v_compare("gt"),
     Op.GE: _v_compare("ge"),
-    Op.FMA: _v_none,  # exact helper per lane
+    Op.FMA: _v_fma,
     Op.SELECT: _v_select,
     Op.CONVERT: _v_convert,
     Op.BITCAST: _v_bitcast,
