@@ -272,16 +272,16 @@ def _log_reduce(e: _Emit, x: Node) -> tuple[Node, Node]:
     high = e.op("and", tmp, e.ic(-1 << f.mant))  # (tmp >> mant) << mant
     z = e.op("bitcast", e.op("sub", ix, high), to=f.dtype)
     k = e.op("add", e.op("shr", tmp, e.ic(f.mant)), adj)
-    return e.op("convert", k, to=f.dtype), e.sub(z, e.fc(e.f.one))  # z - 1 is exact
+    return e.op("convert", k, to=f.dtype), e.sub(z, e.fc(f.one))  # z - 1 is exact
 
 
 def _log_combine(e: _Emit, kf: Node, fm: Node) -> Node:
     """k ln 2 + log1p(f), log1p(f) = f - f*f/2 + s (f*f/2 + R), s = f / (2 + f)."""
     f = e.f
-    s = e.div(fm, e.add(e.fc(e.f.two), fm))
+    s = e.div(fm, e.add(e.fc(f.two), fm))
     w = e.mul(s, s)
     big_r = e.mul(w, e.horner(f.log_poly, w))
-    hf = e.mul(fm, e.fc(e.f.half))  # exact
+    hf = e.mul(fm, e.fc(f.half))  # exact
     u = e.mul(s, e.add(e.mul(hf, fm), big_r))
     lo = e.add(e.mul(kf, e.fc(f.ln2lo)), e.op("fma", e.op("neg", hf), fm, u))  # u - f*f/2
     a = e.mul(kf, e.fc(f.ln2hi))  # exact

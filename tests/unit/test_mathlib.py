@@ -23,6 +23,7 @@ from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder
 from kera.ops import ELEMENTWISE, TypeRuleError
+from kera.semantics import fma32, fma64
 
 F32, F64 = DType.F32, DType.F64
 NAMES = ("exp", "log", "tanh", "sigmoid")
@@ -322,3 +323,177 @@ def test_results_do_not_depend_on_construction_order() -> None:
     fns: list[Any] = [build(name, dt) for name in NAMES for dt in (F32, F64)]
     again = [build(name, dt) for name in NAMES for dt in (F32, F64)]
     assert [f.fingerprint for f in fns] == [f.fingerprint for f in again]
+
+
+# ----------------------------------------------------------------------------- the document
+
+#: the constant tables of docs/mathlib.md: name, f64 bits, f32 bits ("-": none)
+DOC_TABLE = """
+EXP_LO C087500000000000 C2D00000      EXP_HI 4086300000000000 42B20000
+INVLN2 3FF71547652B82FE 3FB8AA3B      LN2HI 3FE62E42FEFA3800 3F317200
+LN2LO 3D2EF35793C76730 35BFBE8E       LOG_OFF 3FE6A09E667F3BCD 3F3504F3
+MIN_NORMAL 0010000000000000 00800000  TWO_POW_MANT 4330000000000000 4B000000
+TANH_TINY 3E40000000000000 39800000   TANH_SAT 4036000000000000 41200000
+SIG_HUGE 4087500000000000 42D00000    SIG_TAIL 4046800000000000 41C00000
+P0 3FE0000000000000 3F000000  P1 3FC5555555555557 3E2AAAAB  P2 3FA555555555554E 3D2AAA75
+P3 3F811111111100E2 3C0888A6  P4 3F56C16C16C1A09B 3AB6A181  P5 3F2A01A01ABE5991 39503969
+P6 3EFA01A019059689 -  P7 3EC71DE023653674 -  P8 3E927E510E285C8F -  P9 3E5AF4DE43E58913 -
+P10 3E21F19FC7ED54AA -
+Q0 3FE5555555555555 3F2AAAAB  Q1 3FD9999999999A39 3ECCCCF6  Q2 3FD2492492476A71 3E922E14
+Q3 3FCC71C7201986BE 3E6EEA1B  Q4 3FC745CF8EB46E66 -  Q5 3FC3B1C3A84ED830 -
+Q6 3FC0FBE1027B3574 -  Q7 3FC0C08E89F36EA1 -
+"""
+
+
+class Transcript:
+    """The steps of docs/mathlib.md in numpy, written from the doc (not from kera.mathlib).
+
+    Every numpy op below is the contract op of the same name on these operands (the clamps
+    never see ±0 against ±0, where numpy's minimum/maximum would be unspecified); NaNs are
+    canonicalised once at the end, as every NaN the steps produce is arithmetic."""
+
+    def __init__(self, dt: DType) -> None:
+        self.ft, self.it, self.ut = dt.np.type, np.dtype(f"<i{dt.nbytes}").type, dt.uint.type
+        self.mant, self.bias = (52, 1023) if dt is F64 else (23, 127)
+        self.kmin = -66 if dt is F64 else -36
+        words = DOC_TABLE.split()
+        col = 1 if dt is F64 else 2
+        self.raw = {
+            words[i]: int(words[i + col], 16)
+            for i in range(0, len(words), 3)
+            if words[i + col] != "-"
+        }
+        self.k = {n: np.array(b, dtype=self.ut).view(self.ft)[()] for n, b in self.raw.items()}
+        self.p = [self.k[f"P{i}"] for i in range(11) if f"P{i}" in self.k]
+        self.q = [self.k[f"Q{i}"] for i in range(8) if f"Q{i}" in self.k]
+
+    def fma(self, a: Any, b: Any, c: Any) -> Any:
+        return (fma64 if self.ft is np.float64 else fma32)(a, b, c)
+
+    def horner(self, coeffs: list[Any], v: Any) -> Any:
+        acc = coeffs[-1]
+        for c in reversed(coeffs[:-1]):
+            acc = acc * v + c
+        return acc
+
+    def to_int(self, v: Any) -> Any:
+        return np.where(np.isnan(v), 0, v).astype(self.it)
+
+    def pow2(self, k: Any) -> Any:
+        return ((k + self.it(self.bias)) << self.it(self.mant)).view(self.ft)
+
+    def exp_core(self, t: Any) -> tuple[Any, Any, Any]:
+        one, k = self.ft(1), self.k
+        kf = np.rint(t * k["INVLN2"])
+        rh = t - kf * k["LN2HI"]
+        c = kf * k["LN2LO"]
+        r = rh - c
+        rl = (rh - r) - c
+        tail = ((r * r) * self.horner(self.p, r)) + rl
+        h0 = one + r
+        l0 = ((one - h0) + r) + tail
+        h = h0 + l0
+        return self.to_int(kf), h, (h0 - h) + l0
+
+    def scale(self, h: Any, k: Any) -> Any:
+        k1 = k >> self.it(1)
+        return (h * self.pow2(k1)) * self.pow2(k - k1)
+
+    def exp(self, x: Any) -> Any:
+        k, h, _ = self.exp_core(np.minimum(np.maximum(x, self.k["EXP_LO"]), self.k["EXP_HI"]))
+        return self.scale(h, k)
+
+    def log(self, x: Any) -> Any:
+        ft, it, k = self.ft, self.it, self.k
+        sub = x < k["MIN_NORMAL"]
+        xs = np.where(sub, x * k["TWO_POW_MANT"], x)
+        adj = np.where(sub, it(-self.mant), it(0))
+        ix = xs.view(it)
+        tmp = ix - it(self.raw["LOG_OFF"])
+        z = (ix - (tmp & it(-1 << self.mant))).view(ft)
+        kf = ((tmp >> it(self.mant)) + adj).astype(ft)
+        f = z - ft(1)
+        s = f / (ft(2) + f)
+        w = s * s
+        big_r = w * self.horner(self.q, w)
+        hf = f * ft(0.5)
+        u = s * ((hf * f) + big_r)
+        lo = (kf * k["LN2LO"]) + self.fma(-hf, f, u)
+        a = kf * k["LN2HI"]
+        hi = a + f
+        y = hi + (((a - hi) + f) + lo)
+        y = np.where(x == np.inf, ft(np.inf), y)
+        y = np.where(x == 0, ft(-np.inf), y)
+        return np.where(x >= 0, y, ft(np.nan))
+
+    def one_plus(self, eh: Any, el: Any) -> tuple[Any, Any]:
+        one = self.ft(1)
+        dh = one + eh
+        return dh, ((one - dh) + eh) + el
+
+    def tanh(self, x: Any) -> Any:
+        one, k = self.ft(1), self.k
+        a = np.abs(x)
+        ac = np.minimum(np.maximum(a, k["TANH_TINY"]), k["TANH_SAT"])
+        kk, h, lo = self.exp_core(ac * self.ft(-2))
+        sc = self.pow2(kk)
+        eh, el = h * sc, lo * sc
+        n0 = one - eh
+        n1 = ((one - n0) - eh) - el
+        nh = n0 + n1
+        nl = (n0 - nh) + n1
+        dh, dl = self.one_plus(eh, el)
+        q = nh / dh
+        y = q + (((self.fma(-q, dh, nh) + nl) - (q * dl)) / dh)
+        y = np.where(a < k["TANH_TINY"], a, y)
+        return y * np.copysign(one, x)
+
+    def sigmoid(self, x: Any) -> Any:
+        one, k = self.ft(1), self.k
+        a = np.abs(x)
+        kk, h, lo = self.exp_core(-np.minimum(a, k["SIG_HUGE"]))
+        tail = self.scale(h, kk)
+        sc = self.pow2(np.maximum(kk, self.it(self.kmin)))
+        eh, el = h * sc, lo * sc
+        dh, dl = self.one_plus(eh, el)
+        qp = one / dh
+        pos = qp + ((self.fma(-qp, dh, np.full_like(dh, one)) - (qp * dl)) / dh)
+        qn = eh / dh
+        neg = qn + (((self.fma(-qn, dh, eh) + el) - (qn * dl)) / dh)
+        neg = np.where(a > k["SIG_TAIL"], tail, neg)
+        return np.where(x < 0, neg, pos)
+
+
+def transcript(name: str, x: Any, dt: DType) -> Any:
+    with np.errstate(all="ignore"):
+        y = np.array(getattr(Transcript(dt), name)(x), dtype=dt.np)
+    y[np.isnan(y)] = dt.np.type(np.nan)
+    return y
+
+
+@pytest.mark.parametrize("dt", [F32, F64])
+@pytest.mark.parametrize("name", NAMES)
+def test_doc_transcription_matches_expansion(name: str, dt: DType) -> None:
+    """A reader's reimplementation of docs/mathlib.md gives the expansion's bits exactly."""
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 1 << 63, 8000, dtype=np.uint64) * np.uint64(2)
+    bits = raw if dt is F64 else (raw >> np.uint64(32)).astype(np.uint32)
+    wide, near = rng.uniform(-800, 800, 6000), rng.uniform(-3, 3, 6000)
+    xs = np.concatenate([bits.view(dt.np), wide.astype(dt.np), near.astype(dt.np)])
+    want = interpret(build(name, dt), {"x": xs})[0].view(dt.uint)
+    got = transcript(name, xs, dt).view(dt.uint)
+    bad = np.nonzero(want != got)[0]
+    assert len(bad) == 0, [(xs[i], want[i], got[i]) for i in bad[:5]]
+
+
+def test_doc_tables_hold_the_transcribed_constants() -> None:
+    """Each constant of DOC_TABLE stands, with both bit patterns, on its row of the doc."""
+    rows = {}
+    for line in (ROOT / "docs" / "mathlib.md").read_text().splitlines():
+        cells = [c.strip().strip("`") for c in line.split("|")[1:-1]]
+        if len(cells) >= 3:
+            rows[cells[0]] = cells[1:3]
+    words = DOC_TABLE.split()
+    for i in range(0, len(words), 3):
+        name, b64, b32 = words[i : i + 3]
+        assert rows.get(name) == [b64, "" if b32 == "-" else b32], (name, rows.get(name))
