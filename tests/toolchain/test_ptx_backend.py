@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kera.backends.ptx import SUPPORTED_OPS, emit, emit_graph
+from kera.backends.ptx import SUPPORTED_OPS, emit, emit_graph, kernel_name
 from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, Graph
@@ -285,3 +285,33 @@ def test_ptx_gpu_reports_why_it_is_unavailable() -> None:
     _, fn, inputs = CASES[0]
     with pytest.raises(BackendError, match="ptx-gpu unavailable"):
         gpu.run(fn, inputs)
+
+
+# ptxas implements these IEEE-exact ops with FFMA/DFMA and MUFU seeds; other kernels must
+# contain neither (a contraction or an approximation would show up as one).
+SASS_EXEMPT = {"fma", "div", "rem", "sqrt"}
+
+
+@pytest.mark.toolchain
+def test_sass_has_no_fused_or_approximate_instructions() -> None:
+    from keracheck.runners.nvdisasm import Nvdisasm, kernels, lint
+
+    ptxas, nvdisasm = Ptxas(), Nvdisasm()
+    for tool in (ptxas, nvdisasm):
+        reason = tool.available()
+        if reason is not None:
+            pytest.skip(reason)
+    fns = {kernel_name(fn): fn for _, fn, _ in CASES}
+    sass = kernels(
+        nvdisasm.disassemble(ptxas.assemble(emit_graph(Graph(list(fns.values())))).cubin)
+    )
+    assert set(sass) == set(fns)
+    found = {}
+    for name, opcodes in sass.items():
+        exempt = any(node.op.value in SASS_EXEMPT for node in fns[name].nodes())
+        bad = lint(opcodes, exempt)
+        if bad:
+            found[name] = bad
+    assert not found, f"fused or MUFU instructions the graph did not ask for: {found}"
+    mul_add = sass[kernel_name(next(fn for n, fn, _ in CASES if n == "dot_f32"))]
+    assert "FMUL" in mul_add and "FADD" in mul_add  # products and sums stay separate

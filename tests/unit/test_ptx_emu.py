@@ -641,3 +641,27 @@ def test_hardware_questions_run_on_the_emulator_without_a_gpu() -> None:
     assert str(rows["div.u32 by 0"]["emulator"]).startswith("refused: integer division by zero")
     if answers["gpuUnavailable"] is not None:
         assert all(row["gpu"] is None for row in answers["answers"])
+
+
+def test_sass_lint_parses_nvdisasm_output() -> None:
+    from keracheck.runners.nvdisasm import kernels, lint
+
+    sass = """
+        .section	.text.kera_f,"ax",@progbits
+kera_f:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0070*/               @P0 EXIT ;
+        /*0080*/                   FFMA R3, R2, R2, R4 ;
+        /*0090*/              @!P1 MUFU.RCP R5, R2 ;
+        /*00a0*/                   HFMA2.MMA R3, -RZ, RZ, 0, 0 ;
+        .section	.text.kera_g,"ax",@progbits
+        /*0000*/                   FADD R3, R2, R4 ;
+"""
+    got = kernels(sass)
+    assert got == {
+        "kera_f": ["LDC", "EXIT", "FFMA", "MUFU.RCP", "HFMA2.MMA"],
+        "kera_g": ["FADD"],
+    }
+    assert lint(got["kera_f"], exempt=False) == ["FFMA", "MUFU.RCP"]
+    assert lint(got["kera_f"], exempt=True) == []
+    assert lint(got["kera_g"], exempt=False) == []
