@@ -4,6 +4,7 @@ exact inverse, the WAT printer, and validation of built modules by wasmtime."""
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,10 +43,13 @@ from kera.backends.wasm_encode import (
 
 I32, I64, F32, F64, V128 = ValType.I32, ValType.I64, ValType.F32, ValType.F64, ValType.V128
 
-wasmtime = pytest.importorskip("wasmtime", reason="pip install wasmtime==50.0.1")
+
+def _wasmtime() -> Any:
+    return pytest.importorskip("wasmtime", reason="pip install wasmtime==50.0.1")
 
 
 def validate(wasm: bytes) -> None:
+    wasmtime = _wasmtime()
     cfg = wasmtime.Config()
     cfg.wasm_relaxed_simd = False
     wasmtime.Module.validate(wasmtime.Engine(cfg), wasm)
@@ -109,6 +113,7 @@ def _sample(name: str) -> tuple[Instr, ...]:
 
 def test_every_opcode_matches_wat2wasm() -> None:
     """Print each table entry as WAT, assemble it independently, compare the bytes."""
+    wasmtime = _wasmtime()
     body = tuple(i for name in OPCODES for i in _sample(name))
     m = Module(funcs=(Func(FuncType((), ()), (), body),), memory=Memory(1))
     assert wasmtime.wat2wasm(to_wat(m)) == encode(m)
@@ -157,6 +162,7 @@ def _sample_module() -> Module:
 
 
 def test_module_round_trip_and_wat() -> None:
+    wasmtime = _wasmtime()
     m = _sample_module()
     wasm = encode(m)
     validate(wasm)
@@ -217,6 +223,7 @@ def test_wat_golden() -> None:
     ],
 )
 def test_f32_literals_are_exact(bits: int) -> None:
+    wasmtime = _wasmtime()
     m = Module(funcs=(Func(FuncType((), (F32,)), (), tuple(f32c(bits))),))
     wasm = wasmtime.wat2wasm(to_wat(m))
     assert wasm == encode(m)
@@ -224,6 +231,7 @@ def test_f32_literals_are_exact(bits: int) -> None:
 
 
 def test_invalid_module_is_rejected_by_validator() -> None:
+    wasmtime = _wasmtime()
     bad = Module(funcs=(Func(FuncType((), (I32,)), (), tuple(f32c(0))),))
     with pytest.raises(wasmtime.WasmtimeError):
         validate(encode(bad))
