@@ -22,6 +22,9 @@ from keracheck.backend import API_VERSION, Backend
 
 BUILTIN: dict[str, str] = {
     "ref": "keracheck.targets.ref:RefBackend",
+    "wasm": "keracheck.targets.wasm:WasmBackend",
+    "wasm-simd": "keracheck.targets.wasm:WasmSimdBackend",
+    "wasm-node": "keracheck.targets.wasm:WasmNodeBackend",
 }
 
 #: ids the default target set leaves out (ISA-level variants of another target)

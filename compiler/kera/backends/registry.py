@@ -13,3 +13,24 @@ from kera.ir import Graph
 Emitter = Callable[[Graph, str | None], None]
 
 EMITTERS: dict[str, Emitter] = {}
+
+
+def _wasm(graph: Graph, output: str | None) -> None:
+    from kera.backends.wasm import emit_wasm_file
+
+    emit_wasm_file(graph, output)
+
+
+def _wasm_simd(graph: Graph, output: str | None) -> None:
+    from kera.backends.wasm import emit_wasm_simd_file
+
+    emit_wasm_simd_file(graph, output)
+
+
+def _wat(graph: Graph, output: str | None) -> None:
+    from kera.backends.wasm import emit_wat_file
+
+    emit_wat_file(graph, output)
+
+
+EMITTERS.update({"wasm": _wasm, "wasm-simd": _wasm_simd, "wat": _wat})
