@@ -25,6 +25,9 @@ BUILTIN: dict[str, str] = {
     "wasm": "keracheck.targets.wasm:WasmBackend",
     "wasm-simd": "keracheck.targets.wasm:WasmSimdBackend",
     "wasm-node": "keracheck.targets.wasm:WasmNodeBackend",
+    "ptx-emu": "keracheck.targets.ptx:PtxEmuBackend",
+    "ptx-emu:adversarial": "keracheck.targets.ptx:PtxEmuAdversarialBackend",
+    "ptx-gpu": "keracheck.targets.ptx:PtxGpuBackend",
 }
 
 #: ids the default target set leaves out (ISA-level variants of another target)

@@ -34,3 +34,12 @@ def _wat(graph: Graph, output: str | None) -> None:
 
 
 EMITTERS.update({"wasm": _wasm, "wasm-simd": _wasm_simd, "wat": _wat})
+
+
+def _ptx(graph: Graph, output: str | None) -> None:
+    from kera.backends.ptx import write
+
+    write(graph, output)
+
+
+EMITTERS["ptx"] = _ptx
