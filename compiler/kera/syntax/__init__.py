@@ -1,0 +1,8 @@
+"""The Kera language front end: source bytes -> lossless tree -> checked ``kera.ir`` graph.
+
+Stages, each a module: ``lexer`` (bytes -> tokens, trivia included), ``parser`` (tokens ->
+Start/Token/Finish/Error events), ``tree`` (events -> lossless green tree and its typed view),
+``fmt`` (events -> formatted source), ``check`` (signatures, names, recursion), ``build``
+(expressions -> IR, type and shape checking), ``diagnostics`` (codes, spans, rendering),
+``literals`` (exact literal values).  ``kera.frontend`` is the entry point.
+"""

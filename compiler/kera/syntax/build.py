@@ -1,0 +1,760 @@
+"""Expression checking and graph building: the typed view -> ``kera.ir`` functions.
+
+Checking and building are one pass: every operation is built with ``kera.ir.make_node``, whose
+typing rule (``kera.ops.infer``) is the only one; a :class:`TypeRuleError` becomes a diagnostic
+with its own code (E02xx) and the span of the offending expression, and the expression's value
+becomes *poison* (None), which silences every check that depends on it.
+
+Values of expressions:
+
+* a ``Node`` (typed);
+* a :class:`Deferred` — an unsuffixed literal, or an arithmetic expression made only of them,
+  whose dtype is not known yet.  It takes the dtype its context needs (the other operand, a
+  ``let`` or parameter or result type, the target of ``as``) when it meets one, and ``i32`` or
+  ``f32`` otherwise (comparisons, reductions, data movement...).  A let-bound literal stays
+  deferred, like a Go constant, so ``let h = 0.5;`` works with f32 and f64 alike;
+* a :class:`Tup` — the value of ``(a, b)`` or of a call returning a tuple; it can be returned,
+  bound with ``let`` and taken apart with ``.0``;
+* None — poison.
+
+Scalar operands of an elementwise operation with a tensor operand are broadcast with an
+explicit ``broadcast`` node; a deferred literal reaching a tensor-typed ``let``, parameter or
+result is built as a scalar constant and broadcast.  ``-`` directly before a number literal is
+part of the literal (``-2147483648`` is an ``i32``; ``-0.0`` has its sign bit set).
+
+Calls to user functions are expanded in place (the callee's body is evaluated with the
+arguments bound to its parameters), so an export's graph, and its fingerprint, covers its
+callees by construction.  Expansions are memoised per (callee, argument nodes).  A call to a
+function that is already being expanded is recursion: reported once per call site (E0105)
+with the chain of calls, and poison.
+
+Evaluation is iterative: expression handlers are generators that yield their sub-expressions
+to one driver loop, so neither deep expression trees nor long call chains use the Python stack.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from kera import mathlib
+from kera.dtypes import DType
+from kera.ir import Function, IRError, Node, const_bytes, make_node, param
+from kera.ops import ARITY, AttrValue, Op, TensorType, TypeRuleError
+from kera.syntax import literals
+from kera.syntax.check import BUILTIN_NAMES, DTYPES, Reporter, Signature, reserved
+from kera.syntax.kinds import SyntaxKind
+from kera.syntax.tree import (
+    ArrayExpr,
+    BinExpr,
+    Block,
+    CallExpr,
+    CastExpr,
+    FieldExpr,
+    Kwarg,
+    LetStmt,
+    Literal,
+    NameRef,
+    ParenExpr,
+    PrefixExpr,
+    SyntaxNode,
+    TensorTypeNode,
+    TupleExpr,
+)
+
+K = SyntaxKind
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ElemOp:
+    """A front-end elementwise operation: the contract op plus the front end's own rules."""
+
+    op: Op
+    symbol: str
+    deferrable: bool = True  # result dtype = operand dtype, so literals may stay untyped
+    needs: str = ""  # "bool": operands must be bool; "int": must not be bool (for '~')
+    dtype_args: tuple[int, ...] | None = None  # operands that share one dtype (None = all)
+
+
+def _e(op: Op, symbol: str, **kw: Any) -> ElemOp:
+    return ElemOp(op, symbol, **kw)
+
+
+BINARY_OPS: dict[int, ElemOp] = {
+    K.PLUS: _e(Op.ADD, "+"),
+    K.MINUS: _e(Op.SUB, "-"),
+    K.STAR: _e(Op.MUL, "*"),
+    K.SLASH: _e(Op.DIV, "/"),
+    K.PERCENT: _e(Op.REM, "%"),
+    K.AMP: _e(Op.AND, "&"),
+    K.PIPE: _e(Op.OR, "|"),
+    K.CARET: _e(Op.XOR, "^"),
+    K.SHL: _e(Op.SHL, "<<"),
+    K.SHR: _e(Op.SHR, ">>"),
+    K.AMP2: _e(Op.AND, "&&", deferrable=False, needs="bool"),  # not short-circuit: pure data
+    K.PIPE2: _e(Op.OR, "||", deferrable=False, needs="bool"),
+    K.EQ2: _e(Op.EQ, "==", deferrable=False),
+    K.NEQ: _e(Op.NE, "!=", deferrable=False),
+    K.LT: _e(Op.LT, "<", deferrable=False),
+    K.LTEQ: _e(Op.LE, "<=", deferrable=False),
+    K.GT: _e(Op.GT, ">", deferrable=False),
+    K.GTEQ: _e(Op.GE, ">=", deferrable=False),
+}
+PREFIX_OPS: dict[int, ElemOp] = {
+    K.MINUS: _e(Op.NEG, "-"),
+    K.TILDE: _e(Op.NOT, "~", needs="int"),
+    K.BANG: _e(Op.NOT, "!", deferrable=False, needs="bool"),
+}
+ELEMENTWISE_BUILTINS: dict[str, ElemOp] = {
+    **{name: _e(Op(name), name) for name in ("abs", "sqrt", "floor", "ceil", "trunc", "round")},
+    **{name: _e(Op(name), name) for name in ("min", "max", "copysign", "fma")},
+    "select": _e(Op.SELECT, "select", deferrable=False, dtype_args=(1, 2)),
+}
+#: builtins whose operands share one dtype without broadcasting
+UNIFIED_BUILTINS = frozenset({Op.DOT, Op.MATMUL, Op.CONCAT})
+OTHER_BUILTINS: dict[str, Op] = {
+    op.value: op
+    for op in (
+        *(Op.BITCAST, Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.DOT, Op.MATMUL, Op.BROADCAST),
+        *(Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
+    )
+}
+#: expanded by kera.mathlib into contract ops (they are not IR ops)
+MATH_BUILTINS: dict[str, Callable[[Node], Node]] = {
+    "exp": mathlib.exp,
+    "log": mathlib.log,
+    "tanh": mathlib.tanh,
+    "sigmoid": mathlib.sigmoid,
+}
+
+
+class Deferred:
+    """An untyped literal expression: a literal leaf (``lit``) or an elementwise op on
+    deferred operands.  ``materialize`` gives it a dtype."""
+
+    __slots__ = ("args", "is_float", "lit", "op", "span")
+
+    def __init__(
+        self,
+        span: Span,
+        lit: literals.Literal | None = None,
+        op: ElemOp | None = None,
+        args: tuple[Deferred, ...] = (),
+    ) -> None:
+        self.span = span
+        self.lit = lit
+        self.op = op
+        self.args = args
+        self.is_float: bool = lit.is_float if lit is not None else any(a.is_float for a in args)
+
+    @property
+    def default(self) -> DType:
+        return DType.F32 if self.is_float else DType.I32
+
+
+class Tup:
+    """The value of a tuple expression (two or more items, none of them a tuple)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: tuple[Node | Deferred, ...]) -> None:
+        self.items = items
+
+
+Value = Node | Deferred | Tup | None
+_VALUES = (Node, Deferred, Tup)
+Env = dict[str, Value]
+Request = tuple[SyntaxNode, Env]
+Handler = Generator[Request, Value, Value]
+
+
+class Builder:
+    """Evaluates function bodies to IR nodes, reporting into ``r``."""
+
+    def __init__(self, sigs: dict[str, Signature], r: Reporter) -> None:
+        self.sigs = sigs
+        self.r = r
+        self.memo: dict[tuple[Any, ...], tuple[tuple[Node, ...], Value]] = {}
+        self.consts: dict[tuple[literals.Literal, DType], Node | None] = {}
+        self.active: list[str] = []  # the functions being expanded, outermost first
+        self.recursion_sites: set[Span] = set()
+        self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
+            K.BLOCK: self.block,
+            K.BIN_EXPR: self.binary,
+            K.PREFIX_EXPR: self.prefix,
+            K.CAST_EXPR: self.cast,
+            K.CALL_EXPR: self.call,
+            K.TUPLE_EXPR: self.tuple_,
+            K.FIELD_EXPR: self.field,
+        }
+
+    # ------------------------------------------------------------------ driver
+    def run(self, node: SyntaxNode, env: Env) -> Value:
+        first = self.start(node, env)
+        if first is None or isinstance(first, _VALUES):
+            return first
+        stack: list[Handler] = [first]
+        send: Value = None
+        while True:
+            try:
+                child, child_env = stack[-1].send(send)
+            except StopIteration as stop:
+                stack.pop()
+                send = stop.value
+                if not stack:
+                    return send
+                continue
+            started = self.start(child, child_env)
+            if started is None or isinstance(started, _VALUES):
+                send = started
+            else:
+                stack.append(started)
+                send = None
+
+    def start(self, node: SyntaxNode | None, env: Env) -> Value | Handler:
+        while isinstance(node, ParenExpr):
+            node = node.inner()
+        if node is None:
+            return None
+        kind = node.green.kind
+        if kind == K.NAME_REF:
+            assert isinstance(node, NameRef)
+            return self.name(node, env)
+        if kind == K.LITERAL:
+            assert isinstance(node, Literal)
+            return self.literal(node, False, node.span)
+        handler = self.handlers.get(kind)
+        if handler is not None:
+            return handler(node, env)
+        if isinstance(node, ArrayExpr):
+            return self.r.error(
+                "E0306", "a list like [4, 4] is only allowed as an attribute value", node.span
+            )
+        return None  # an ERROR node: the parser has reported it
+
+    # ------------------------------------------------------------------ leaves
+    def literal(self, node: Literal, negate: bool, span: Span) -> Value:
+        tok = node.tok()
+        if tok.kind in (K.TRUE_KW, K.FALSE_KW):
+            return const_bytes(b"\x01" if tok.kind == K.TRUE_KW else b"\x00", DType.BOOL, ())
+        lit = literals.parse(tok.text)
+        if lit is None:
+            return None  # malformed: the lexer has reported it
+        if negate:
+            lit = lit.negate()
+        if lit.suffix is not None:
+            return self.const(lit, lit.suffix, span)
+        return Deferred(span, lit=lit)
+
+    def const(self, lit: literals.Literal, dtype: DType, span: Span) -> Node | None:
+        key = (lit, dtype)
+        if key in self.consts:
+            node = self.consts[key]
+            if node is not None:
+                return node
+        try:
+            node = const_bytes(literals.encode(lit, dtype), dtype, ())
+        except literals.LiteralError as e:
+            node = None
+            self.r.error(e.code, e.message, span)
+        self.consts[key] = node
+        return node
+
+    def name(self, node: NameRef, env: Env) -> Value:
+        tok = node.ident()
+        name = tok.text
+        if name in env:
+            return env[name]
+        if name in DTYPES:
+            return self.r.error("E0305", f"'{name}' is a type, not a value", tok.span)
+        if name in BUILTIN_NAMES or name in self.sigs:
+            return self.r.error("E0101", f"'{name}' is a function; call it: {name}(...)", tok.span)
+        hint = difflib.get_close_matches(name, [k for k in env if isinstance(k, str)], 1)
+        more = f"; did you mean '{hint[0]}'?" if hint else ""
+        return self.r.error("E0101", f"unknown name '{name}'{more}", tok.span)
+
+    # -------------------------------------------------------------- statements
+    def block(self, node: Block, env: Env) -> Handler:
+        scope = dict(env)
+        value: Value = None
+        for item in node.items():
+            if isinstance(item, LetStmt):
+                yield from self.let(item, scope)
+                value = None
+            else:
+                value = yield item, scope
+        return value
+
+    def let(self, node: LetStmt, scope: Env) -> Generator[Request, Value, None]:
+        tok = node.name()
+        init = node.init()
+        value = (yield init, scope) if init is not None else None
+        tnode = node.type()
+        if tnode is not None:
+            target = self.annotation(tnode)
+            value = self.coerce(value, target, init.span if init else node.span)
+        if tok is None:
+            return
+        why = reserved(tok.text)
+        if why:
+            self.r.error("E0106", f"{why} and cannot name a variable", tok.span)
+        scope[tok.text] = value
+
+    def annotation(self, tnode: SyntaxNode) -> TensorType | None:
+        from kera.syntax.check import resolve_type
+
+        t = resolve_type(tnode, self.r)
+        if isinstance(t, list):
+            return self.r.error("E0309", "a let binding has one type, not a tuple", tnode.span)
+        return t
+
+    # ------------------------------------------------------------- expressions
+    def prefix(self, node: PrefixExpr, env: Env) -> Handler:
+        operand = node.operand()
+        op = node.op()
+        if (
+            op == K.MINUS
+            and isinstance(operand, Literal)
+            and operand.tok().kind
+            in (
+                K.INT_NUMBER,
+                K.FLOAT_NUMBER,
+            )
+        ):
+            return self.literal(operand, True, node.span)
+        value = yield operand, env  # type: ignore[misc]
+        return self.elementwise(PREFIX_OPS[op], [value], node.span)
+
+    def binary(self, node: BinExpr, env: Env) -> Handler:
+        lhs, rhs = node.operands()
+        a = yield lhs, env  # type: ignore[misc]
+        b = yield rhs, env  # type: ignore[misc]
+        if lhs is None or rhs is None:
+            return None
+        return self.elementwise(BINARY_OPS[node.op().kind], [a, b], node.span)
+
+    def cast(self, node: CastExpr, env: Env) -> Handler:
+        value = yield node.operand(), env  # type: ignore[misc]
+        target = self.cast_target(node.type())
+        if value is None or target is None:
+            return None
+        if isinstance(value, Tup):
+            return self.r.error("E0307", "a tuple cannot be converted with 'as'", node.span)
+        if isinstance(value, Deferred):
+            return self.materialize(value, target)
+        if value.dtype is target:
+            return value
+        return self.make(Op.CONVERT, [value], {"to": target}, node.span)
+
+    def cast_target(self, tnode: SyntaxNode | None) -> DType | None:
+        if not isinstance(tnode, TensorTypeNode):
+            if tnode is not None:
+                self.r.error(
+                    "E0308", "'as' converts to a dtype such as f32, not a tuple", tnode.span
+                )
+            return None
+        tok = tnode.dtype()
+        if tok is None:
+            return None
+        if tnode.dims() is not None:
+            return self.r.error(
+                "E0308",
+                "'as' changes the dtype only; use reshape or broadcast for shapes",
+                tnode.span,
+            )
+        dtype = DTYPES.get(tok.text)
+        if dtype is None:
+            self.r.error("E0110", f"unknown type '{tok.text}'", tok.span)
+        return dtype
+
+    def tuple_(self, node: TupleExpr, env: Env) -> Handler:
+        items: list[Value] = []
+        for element in node.elements():
+            items.append((yield element, env))
+        if not items:
+            return self.r.error("E0307", "the empty tuple () has no value", node.span)
+        if any(v is None for v in items):
+            return None
+        for v, element in zip(items, node.elements(), strict=True):
+            if isinstance(v, Tup):
+                return self.r.error("E0307", "tuples cannot be nested", element.span)
+        if len(items) == 1:
+            return items[0]
+        return Tup(tuple(v for v in items if isinstance(v, Node | Deferred)))
+
+    def field(self, node: FieldExpr, env: Env) -> Handler:
+        base = yield node.base(), env  # type: ignore[misc]
+        tok = node.index()
+        if base is None or tok is None:
+            return None
+        if not isinstance(base, Tup):
+            what = "a literal" if isinstance(base, Deferred) else str(base.type)
+            return self.r.error("E0307", f"'.{tok.text}' needs a tuple, found {what}", node.span)
+        index = int(tok.text) if tok.text.isdigit() and len(tok.text) < 10 else len(base.items)
+        if index >= len(base.items):
+            return self.r.error(
+                "E0307", f"tuple of {len(base.items)} has no field .{tok.text}", tok.span
+            )
+        return base.items[index]
+
+    # ------------------------------------------------------------------- calls
+    def call(self, node: CallExpr, env: Env) -> Handler:
+        callee = node.callee()
+        args = node.args()
+        if not isinstance(callee, NameRef):
+            if callee is not None:
+                self.r.error("E0107", "only functions can be called, by name", callee.span)
+            return None
+        if args is None:
+            return None
+        name = callee.ident().text
+        values: list[Value] = []
+        for a in args.positional():
+            values.append((yield a, env))
+        if not self.args_in_order(args.nodes()):
+            return None
+        if name in self.sigs:
+            sig = self.sigs[name]
+            return (yield from self.call_user(sig, node, values, args.keywords()))
+        if name in BUILTIN_NAMES:
+            return self.call_builtin(name, node, values, args.keywords())
+        known = [*self.sigs, *BUILTIN_NAMES]
+        hint = difflib.get_close_matches(name, known, 1)
+        more = f"; did you mean '{hint[0]}'?" if hint else ""
+        return self.r.error("E0102", f"unknown function '{name}'{more}", callee.span)
+
+    def args_in_order(self, nodes: list[SyntaxNode]) -> bool:
+        seen_kw = False
+        for n in nodes:
+            if isinstance(n, Kwarg):
+                seen_kw = True
+            elif seen_kw and n.kind != K.ERROR:
+                self.r.error(
+                    "E0109", "a positional argument cannot follow a keyword argument", n.span
+                )
+                return False
+        return True
+
+    def call_user(
+        self, sig: Signature, node: CallExpr, values: list[Value], kwargs: list[Kwarg]
+    ) -> Handler:
+        if kwargs:
+            return self.r.error(
+                "E0109", f"'{sig.name}' takes positional arguments only", kwargs[0].span
+            )
+        if len(values) != len(sig.params):
+            n = len(sig.params)
+            return self.r.error(
+                "E0108",
+                f"'{sig.name}' takes {n} argument{'s' if n != 1 else ''}, got {len(values)}",
+                node.span,
+            )
+        args = node.args()
+        assert args is not None
+        spans = [a.span for a in args.positional()]
+        nodes = [
+            self.coerce(v, t, span)
+            for v, (_, t), span in zip(values, sig.params, spans, strict=True)
+        ]
+        if not sig.ok or sig.body is None:
+            return None
+        if sig.name in self.active:
+            return self.recursion(sig.name, node)
+        bound = [n for n in nodes if n is not None]
+        if len(bound) != len(nodes):
+            return None
+        key = (sig.name, *(id(n) for n in bound))
+        if key in self.memo:
+            return self.memo[key][1]
+        env: Env = {name: n for (name, _), n in zip(sig.params, bound, strict=True)}
+        body = sig.body
+        assert body is not None
+        self.active.append(sig.name)
+        value = yield body, env
+        self.active.pop()
+        result = self.results(value, sig)
+        out: Value = (
+            None if result is None else result[0] if len(result) == 1 else Tup(tuple(result))
+        )
+        self.memo[key] = (tuple(bound), out)
+        return out
+
+    def recursion(self, name: str, node: CallExpr) -> Any:
+        """Report a call to a function that is being expanded (once per call site)."""
+        callee = node.callee()
+        span = callee.span if callee is not None else node.span
+        if span in self.recursion_sites:
+            return None
+        self.recursion_sites.add(span)
+        chain = " -> ".join([*self.active[self.active.index(name) :], name])
+        return self.r.error("E0105", f"recursive call ({chain}); Kera has no recursion", span)
+
+    def call_builtin(
+        self, name: str, node: CallExpr, values: list[Value], kwargs: list[Kwarg]
+    ) -> Value:
+        attrs = self.attrs(kwargs)
+        if attrs is None or any(v is None for v in values):
+            return None
+        for v in values:
+            if isinstance(v, Tup):
+                return self.r.error("E0307", f"{name} takes tensors, not a tuple", node.span)
+        if name in ELEMENTWISE_BUILTINS or name in MATH_BUILTINS:
+            arity = 1 if name in MATH_BUILTINS else ARITY[ELEMENTWISE_BUILTINS[name].op]
+            if len(values) != arity:
+                return self.r.error(
+                    "E0204", f"{name} takes {arity} operands, got {len(values)}", node.span
+                )
+            if attrs:
+                first = next(iter(attrs))
+                return self.r.error(
+                    "E0212",
+                    f"{name} takes no attribute '{first}'",
+                    self.kw_span(kwargs, first, node.span),
+                )
+        if name in ELEMENTWISE_BUILTINS:
+            return self.elementwise(ELEMENTWISE_BUILTINS[name], values, node.span)
+        if name in MATH_BUILTINS:
+            return self.math(name, values[0], node.span)
+        op = OTHER_BUILTINS[name]
+        if len(values) != ARITY[op]:
+            return self.r.error(
+                "E0204", f"{name} takes {ARITY[op]} operands, got {len(values)}", node.span
+            )
+        nodes = self.materialize_all(values, unify=op in UNIFIED_BUILTINS)
+        if nodes is None:
+            return None
+        return self.make(op, nodes, attrs, node.span, kwargs)
+
+    def math(self, name: str, value: Value, span: Span) -> Value:
+        fn = MATH_BUILTINS[name]
+        nodes = self.materialize_all([value], unify=False)
+        if nodes is None:
+            return None
+        try:
+            return fn(nodes[0])
+        except TypeRuleError as e:
+            return self.r.error(e.code, e.message, span)
+
+    def attrs(self, kwargs: list[Kwarg]) -> dict[str, AttrValue] | None:
+        out: dict[str, AttrValue] = {}
+        ok = True
+        for kw in kwargs:
+            tok = kw.name()
+            value = self.attr_value(kw.value())
+            if tok is None or value is None:
+                ok = False
+                continue
+            if tok.text in out:
+                self.r.error("E0109", f"argument '{tok.text}' is given twice", kw.span)
+                ok = False
+            out[tok.text] = value
+        return out if ok else None
+
+    def attr_value(self, node: SyntaxNode | None) -> AttrValue | None:
+        """An attribute from its syntax: an integer, a list of integers or a dtype name."""
+        if node is None:
+            return None
+        if isinstance(node, ArrayExpr):
+            items = [self.attr_int(e) for e in node.elements()]
+            if any(i is None for i in items):
+                return None
+            return tuple(i for i in items if i is not None)
+        if isinstance(node, NameRef) and node.ident().text in DTYPES:
+            return DTYPES[node.ident().text]
+        return self.attr_int(node)
+
+    def attr_int(self, node: SyntaxNode) -> int | None:
+        negate = isinstance(node, PrefixExpr) and node.op() == K.MINUS
+        inner = node.operand() if isinstance(node, PrefixExpr) and negate else node
+        if isinstance(inner, Literal) and inner.tok().kind == K.INT_NUMBER:
+            lit = literals.parse(inner.tok().text)
+            if lit is None:
+                return None
+            if lit.suffix is None:
+                return -lit.num if negate else lit.num
+        return self.r.error(
+            "E0214",
+            "an attribute is an integer, a list of integers like [4, 4], or a dtype like f32",
+            node.span,
+        )
+
+    @staticmethod
+    def kw_span(kwargs: list[Kwarg], name: str, default: Span) -> Span:
+        for kw in kwargs:
+            tok = kw.name()
+            if tok is not None and tok.text == name:
+                return kw.span
+        return default
+
+    # ----------------------------------------------------------------- typing
+    def elementwise(self, eop: ElemOp, values: list[Value], span: Span) -> Value:
+        if any(v is None for v in values):
+            return None
+        if any(isinstance(v, Tup) for v in values):
+            return self.r.error("E0307", f"'{eop.symbol}' takes tensors, not a tuple", span)
+        positions = eop.dtype_args or range(len(values))
+        concrete = next((values[i] for i in positions if isinstance(values[i], Node)), None)
+        if concrete is None:
+            deferred = [v for v in values if isinstance(v, Deferred)]
+            if eop.deferrable and len(deferred) == len(values):
+                return Deferred(span, op=eop, args=tuple(deferred))
+            dtype = DType.F32 if any(values[i].is_float for i in positions) else DType.I32  # type: ignore[union-attr]
+        else:
+            assert isinstance(concrete, Node)
+            dtype = concrete.dtype
+        nodes: list[Node] = []
+        for i, v in enumerate(values):
+            if isinstance(v, Deferred):
+                n = self.materialize(v, dtype if i in positions else v.default)
+                if n is None:
+                    return None
+                nodes.append(n)
+            else:
+                assert isinstance(v, Node)
+                nodes.append(v)
+        return self.apply(eop, nodes, span)
+
+    def apply(self, eop: ElemOp, nodes: list[Node], span: Span) -> Node | None:
+        if eop.needs == "bool" and any(n.dtype is not DType.BOOL for n in nodes):
+            found = next(n.dtype for n in nodes if n.dtype is not DType.BOOL)
+            alt = {"&&": "&", "||": "|", "!": "~"}[eop.symbol]
+            return self.r.error(
+                "E0304",
+                f"'{eop.symbol}' needs bool operands, found {found} (for bits use '{alt}')",
+                span,
+            )
+        if eop.needs == "int" and nodes[0].dtype is DType.BOOL:
+            return self.r.error("E0304", "'~' is bitwise not on integers; use '!' on bool", span)
+        shape = next((n.shape for n in nodes if n.shape), ())
+        if shape:
+            wide = []
+            for n in nodes:
+                if not n.shape:
+                    b = self.make(Op.BROADCAST, [n], {"shape": shape}, span)
+                    if b is None:
+                        return None
+                    n = b
+                wide.append(n)
+            nodes = wide
+        return self.make(eop.op, nodes, {}, span)
+
+    def materialize(self, value: Deferred, dtype: DType) -> Node | None:
+        """Build a deferred literal expression with ``dtype`` (post-order, iterative)."""
+        done: dict[int, Node | None] = {}
+        stack: list[tuple[Deferred, bool]] = [(value, False)]
+        while stack:
+            d, expanded = stack.pop()
+            if id(d) in done:
+                continue
+            if d.lit is not None:
+                done[id(d)] = self.const(d.lit, dtype, d.span)
+            elif not expanded:
+                stack.append((d, True))
+                stack.extend((a, False) for a in d.args if id(a) not in done)
+            else:
+                args = [done[id(a)] for a in d.args]
+                ok = [a for a in args if a is not None]
+                assert d.op is not None
+                done[id(d)] = self.apply(d.op, ok, d.span) if len(ok) == len(args) else None
+        return done[id(value)]
+
+    def materialize_all(self, values: list[Value], unify: bool) -> list[Node] | None:
+        concrete = next((v for v in values if isinstance(v, Node)), None)
+        out: list[Node] = []
+        for v in values:
+            if isinstance(v, Deferred):
+                dtype = concrete.dtype if unify and concrete is not None else v.default
+                n = self.materialize(v, dtype)
+                if n is None:
+                    return None
+                out.append(n)
+            elif isinstance(v, Node):
+                out.append(v)
+            else:
+                return None
+        return out
+
+    def make(
+        self,
+        op: Op,
+        nodes: list[Node],
+        attrs: dict[str, AttrValue],
+        span: Span,
+        kwargs: list[Kwarg] | None = None,
+    ) -> Node | None:
+        try:
+            return make_node(op, nodes, attrs)
+        except TypeRuleError as e:
+            return self.r.error(e.code, e.message, self.error_span(e.message, kwargs, span))
+        except IRError as e:
+            return self.r.error("E0214", str(e), self.error_span(str(e), kwargs, span))
+
+    def error_span(self, message: str, kwargs: list[Kwarg] | None, span: Span) -> Span:
+        """Point at the keyword argument an error message names, else at the expression."""
+        for kw in kwargs or []:
+            tok = kw.name()
+            if tok is not None and (f"'{tok.text}'" in message or message.startswith(tok.text)):
+                return kw.span
+        if kwargs and message.startswith("axis"):
+            return self.kw_span(kwargs, "axis", span)
+        return span
+
+    def coerce(self, value: Value, target: TensorType | None, span: Span) -> Node | None:
+        """``value`` as a ``target`` (a let, parameter or result type); literals adapt."""
+        if value is None or target is None:
+            return None
+        if isinstance(value, Tup):
+            return self.r.error("E0307", f"expected {target}, found a tuple", span)
+        if isinstance(value, Deferred):
+            node = self.materialize(value, target.dtype)
+            if node is None or node.type == target:
+                return node
+            return self.make(Op.BROADCAST, [node], {"shape": target.shape}, span)
+        if value.type != target:
+            return self.r.error("E0303", f"expected {target}, found {value.type}", span)
+        return value
+
+    def results(self, value: Value, sig: Signature) -> list[Node] | None:
+        """The function's result nodes: ``value`` checked against the declared result type."""
+        body = sig.body
+        types = sig.results
+        if body is None or types is None or value is None:
+            return None
+        items = body.items()
+        span = items[-1].span if items else body.span
+        if len(types) == 1:
+            one = self.coerce(value, types[0], span)
+            return None if one is None else [one]
+        if not isinstance(value, Tup) or len(value.items) != len(types):
+            what = f"{len(value.items)} values" if isinstance(value, Tup) else "one value"
+            return self.r.error(
+                "E0307", f"'{sig.name}' returns {len(types)} values, found {what}", span
+            )
+        out = [self.coerce(v, t, span) for v, t in zip(value.items, types, strict=True)]
+        return [n for n in out if n is not None] if all(n is not None for n in out) else None
+
+    # ---------------------------------------------------------------- functions
+    def function(self, sig: Signature) -> Function | None:
+        """Check ``sig``'s body with its own parameters; the IR function of a valid export."""
+        params: list[Node] = []
+        env: Env = {}
+        for i, (name, t) in enumerate(sig.params):
+            p = param(i, name, t.dtype, t.shape) if t is not None else None
+            env[name] = p
+            if p is not None:
+                params.append(p)
+        body = sig.body
+        if body is None:
+            return None
+        self.active = [sig.name]
+        value = self.run(body, env)
+        results = self.results(value, sig)
+        if results is None or not sig.ok or len(params) != len(sig.params) or not sig.export:
+            return None  # non-exported functions are only checked here, and inlined at calls
+        try:
+            return Function(sig.name, params, results)
+        except IRError as e:
+            return self.r.error("E0309", str(e), sig.fn.span)

@@ -1,0 +1,157 @@
+"""The formatter: one canonical layout, computed from the parser's event stream.
+
+The formatter walks the same events as the tree builder, with the full token list beside it,
+and rewrites only whitespace: the non-trivia tokens and the comments come out exactly as they
+went in, in the same order.  Layout rules:
+
+* items are separated by one blank line; the file ends with one newline;
+* a block puts each ``let`` and its value on their own lines, indented four spaces per level;
+  one blank line between statements is kept where the source had one or more;
+* one space around binary operators, ``=``, ``->`` and ``as``, after ``,`` and ``:``; none inside
+  brackets, before ``(`` of a call or parameter list, before ``[`` of a shape, around ``.``,
+  after a unary operator;
+* a comment on the same line as code stays there (after one space); a comment on its own line
+  stays on its own line, at the indentation of what follows; a line comment inside an
+  expression breaks the line and the expression continues one level deeper;
+* lines are never wrapped.
+
+Input with any lexer or parser diagnostic is not formatted (:func:`format_bytes` returns None):
+a layout cannot be trusted where the structure is unknown.  The result is idempotent:
+formatting formatted text returns it unchanged.
+"""
+
+from __future__ import annotations
+
+from kera.syntax.kinds import TRIVIA, SyntaxKind
+from kera.syntax.lexer import Tokens, lex
+from kera.syntax.parser import FINISH, START, TOKEN, Event, parse
+
+K = SyntaxKind
+INDENT = b"    "
+_NO_SPACE_AFTER = frozenset({K.L_PAREN, K.L_BRACK, K.DOT})
+_NO_SPACE_BEFORE = frozenset({K.R_PAREN, K.R_BRACK, K.COMMA, K.SEMI, K.DOT, K.COLON})
+_UNARY = frozenset({K.MINUS, K.BANG, K.TILDE})
+
+
+def _space(prev: int, prev_parent: int, cur: int, parent: int) -> bool:
+    """Whether one space separates two tokens on one line."""
+    if prev in _NO_SPACE_AFTER or cur in _NO_SPACE_BEFORE:
+        return False
+    if prev in _UNARY and prev_parent == K.PREFIX_EXPR:
+        return False
+    if cur == K.L_PAREN and parent in (K.ARG_LIST, K.PARAM_LIST):
+        return False
+    return not (cur == K.L_BRACK and parent == K.DIMS)
+
+
+class _Writer:
+    """Output with pending line breaks: ``brk`` 0 (same line), 1 (newline) or 2 (blank line);
+    ``structural`` breaks start a statement, other breaks continue an expression."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+        self.indent = 0
+        self.brk = 0
+        self.structural = False
+        self.prev = -1
+        self.prev_parent = -1
+
+    def request(self, brk: int) -> None:
+        self.brk = max(self.brk, brk)
+        self.structural = True
+
+    def emit(self, text: bytes, space: bool, blank_in_source: bool) -> None:
+        if not self.out:
+            pass
+        elif self.brk:
+            blank = self.brk == 2 or (blank_in_source and self.structural)
+            depth = self.indent + (0 if self.structural else 1)
+            self.out.append(b"\n\n" if blank else b"\n")
+            self.out.append(INDENT * depth)
+        elif space:
+            self.out.append(b" ")
+        self.out.append(text)
+        self.brk = 0
+        self.structural = False
+
+    def comment(self, text: bytes, own_line: bool, blank_in_source: bool, nl_after: bool) -> None:
+        ends_line = nl_after or text.startswith(b"//")
+        if own_line or not self.out:
+            keep = self.structural and self.brk > 0
+            self.brk = max(self.brk, 1)
+            self.emit(text, True, blank_in_source)
+            self.structural = keep
+            self.brk = 1 if ends_line else 0
+        else:  # a trailing comment stays on its line; a pending break stays pending
+            self.out.append(b" " + text)
+            if ends_line:
+                self.brk = max(self.brk, 1)
+        self.prev = K.BLOCK_COMMENT
+
+
+def format_events(tokens: Tokens, events: list[Event]) -> bytes:
+    kinds, starts, data = tokens.kinds, tokens.starts, tokens.data
+    w = _Writer()
+    stack: list[int] = []
+    ti = 0
+    n = len(kinds)
+
+    def trivia() -> int:
+        """Emit the comments before the next significant token; returns newlines seen last."""
+        nonlocal ti
+        newlines = 0
+        while ti < n and kinds[ti] in TRIVIA:
+            text = data[starts[ti] : starts[ti + 1]]
+            if kinds[ti] == K.WHITESPACE:
+                newlines += text.count(b"\n")
+            else:
+                nxt = data[starts[ti + 1] : starts[ti + 2]] if ti + 1 < n else b"\n"
+                nl_after = kinds[ti + 1] == K.WHITESPACE and b"\n" in nxt if ti + 1 < n else True
+                w.comment(text, newlines > 0, newlines > 1, nl_after)
+                newlines = 0
+            ti += 1
+        return newlines
+
+    for tag, kind, _ in events:
+        if tag == START:
+            parent = stack[-1] if stack else -1
+            if kind == K.FN_DEF and parent == K.SOURCE_FILE:
+                w.request(2)
+            elif parent == K.BLOCK:
+                w.request(1)
+            stack.append(kind)
+        elif tag == FINISH:
+            stack.pop()
+        elif tag == TOKEN:
+            j = ti
+            while kinds[j] in TRIVIA:
+                j += 1
+            tok = kinds[j]
+            parent = stack[-1]
+            closes_block = parent == K.BLOCK and tok == K.R_BRACE
+            if closes_block:
+                w.request(1)
+            newlines = trivia()
+            if closes_block:
+                w.indent -= 1
+                w.request(1)
+            space = _space(w.prev, w.prev_parent, tok, parent)
+            w.emit(data[starts[ti] : starts[ti + 1]], space, newlines > 1)
+            w.prev, w.prev_parent = tok, parent
+            if parent == K.BLOCK and tok == K.L_BRACE:
+                w.indent += 1
+            ti += 1
+    w.request(1)
+    trivia()
+    return b"".join(w.out) + (b"\n" if w.out else b"")
+
+
+def format_bytes(data: bytes) -> bytes | None:
+    """The formatted source, or None when the source has syntax errors."""
+    tokens = lex(data)
+    if tokens.diagnostics:
+        return None
+    result = parse(tokens)
+    if result.diagnostics:
+        return None
+    return format_events(tokens, result.events)

@@ -1,0 +1,171 @@
+r"""The lossless lexer: UTF-8 bytes -> tokens covering every byte, trivia included.
+
+``lex(data)`` returns :class:`Tokens`: parallel lists ``kinds`` and ``starts`` (byte offsets;
+``starts`` has one extra entry, ``len(data)``, so token ``i`` is ``data[starts[i]:starts[i+1]]``).
+Concatenating the tokens gives back the input, byte for byte, for any input.
+
+Token rules (longest match, first rule wins):
+
+* whitespace ``[ \t\r\n]+``; ``// ...`` to the end of the line; ``/* ... */`` (not nested);
+* identifiers ``[A-Za-z_][A-Za-z0-9_]*``; keywords ``fn export let as true false``; the words
+  ``inf`` and ``nan`` are float literals;
+* numbers: one token for ``0x``/``0b`` literals or a decimal with optional ``.digits`` and
+  exponent, plus any identifier characters stuck to it (the suffix) — so ``1.5f64``,
+  ``0xffu32``, and also the malformed ``1e`` or ``3u8``, are each one token; malformed ones
+  are reported here (E0003 malformed number, E0004 bad suffix) and keep their number kind.
+  Hex literals take integer suffixes only (``0x1f32`` is the integer 0x1f32).  Digits directly
+  after a ``.`` lex as an integer, so ``t.0.1`` is two field accesses;
+* punctuation, two-character operators first (``-> << >> == != <= >= && ||``);
+* anything else is an error token: a run of such bytes becomes one ``ERROR_TOKEN`` and one
+  E0001 diagnostic (a valid multi-byte UTF-8 character is named, invalid UTF-8 is shown as
+  bytes).  An unterminated ``/*`` comment runs to the end of the input and is reported (E0002).
+  Comments must be valid UTF-8 (E0001 otherwise).
+
+Lexing never fails and never stops early: every error is a token plus a diagnostic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kera.syntax.diagnostics import Diagnostic
+from kera.syntax.kinds import KEYWORDS, PUNCT, SyntaxKind
+
+K = SyntaxKind
+
+_TOKEN = re.compile(
+    rb"""
+     ([ \t\r\n]+)                                        # 1 whitespace
+    |([A-Za-z_][A-Za-z0-9_]*)                            # 2 identifier or keyword
+    |(->|<<|>>|==|!=|<=|>=|&&|\|\||[(){}\[\],;:.=+\-*%&|^~!<>])  # 3 punctuation
+    |((?<=\.)[0-9]+)                                     # 4 field number after '.'
+    |(0[xXbBoO][0-9A-Za-z_]*)                            # 5 radix number (+suffix)
+    |([0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*
+         (?:\.[0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*)?)    # 6 decimal number (+suffix)
+    |(//[^\n]*)                                          # 7 line comment
+    |(/\*[^*]*(?:\*+[^*/][^*]*)*(?:\*+/)?)               # 8 block comment
+    |(/)                                                 # 9 slash
+    |((?:[^\x20-\x7e\t\r\n]|["\#$'?@\\`])+)              # 10 error run
+    |(.)                                                 # 11 anything else (defensive)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_WS, _IDENT, _PUNCT, _FIELD, _RADIX, _DEC, _LINE, _BLOCK, _SLASH, _ERR = range(1, 11)
+
+_SUFFIXES = ("i32", "i64", "u32", "u64", "f32", "f64")
+_INT_SUFFIX = r"(?P<suffix>[A-Za-z_][A-Za-z0-9_]*)?"
+_VALID_RADIX = re.compile(
+    rb"0(?:[xX]_*[0-9a-fA-F][0-9a-fA-F_]*|[bB]_*[01][01_]*)(?P<suffix>[A-Za-z_][A-Za-z0-9_]*)?"
+)
+_VALID_DEC = re.compile(
+    rb"[0-9][0-9_]*(?P<frac>\.[0-9][0-9_]*)?(?P<exp>[eE][+-]?_*[0-9][0-9_]*)?"
+    rb"(?P<suffix>[A-Za-z_][A-Za-z0-9_]*)?"
+)
+
+
+@dataclass(slots=True)
+class Tokens:
+    """Every token of a source, trivia included, as parallel lists (see the module doc)."""
+
+    data: bytes
+    kinds: list[int] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def text(self, i: int) -> bytes:
+        return self.data[self.starts[i] : self.starts[i + 1]]
+
+
+def lex(data: bytes) -> Tokens:
+    toks = Tokens(data)
+    kinds, starts, diags = toks.kinds, toks.starts, toks.diagnostics
+    kw_get, punct = KEYWORDS.get, PUNCT
+    ident, ws = int(K.IDENT), int(K.WHITESPACE)
+    for m in _TOKEN.finditer(data):
+        g = m.lastindex
+        starts.append(m.start())
+        if g == _WS:
+            kinds.append(ws)
+        elif g == _IDENT:
+            kinds.append(kw_get(m.group(), ident))
+        elif g == _PUNCT:
+            kinds.append(punct[m.group()])
+        else:
+            kinds.append(_rare(g, m.group(), m.start(), diags))
+    starts.append(len(data))
+    return toks
+
+
+def _rare(group: int | None, text: bytes, start: int, diags: list[Diagnostic]) -> int:
+    if group == _FIELD:
+        return K.INT_NUMBER
+    if group == _RADIX:
+        return _check_number(_VALID_RADIX.fullmatch(text), text, start, diags, False)
+    if group == _DEC:
+        return _check_number(_VALID_DEC.fullmatch(text), text, start, diags, True)
+    if group == _LINE:
+        _check_utf8(text, start, diags)
+        return K.LINE_COMMENT
+    if group == _BLOCK:
+        if len(text) < 4 or not text.endswith(b"*/"):
+            diags.append(Diagnostic("E0002", "unterminated block comment", start, start + 2))
+        _check_utf8(text, start, diags)
+        return K.BLOCK_COMMENT
+    if group == _SLASH:
+        return K.SLASH
+    diags.append(Diagnostic("E0001", _bad_bytes_message(text), start, start + len(text)))
+    return K.ERROR_TOKEN
+
+
+def _check_number(
+    m: re.Match[bytes] | None, text: bytes, start: int, diags: list[Diagnostic], decimal: bool
+) -> int:
+    end = start + len(text)
+    if m is None:
+        diags.append(Diagnostic("E0003", f"malformed number literal '{text.decode()}'", start, end))
+        return K.INT_NUMBER
+    is_float = decimal and (m.group("frac") is not None or m.group("exp") is not None)
+    suffix = (m.group("suffix") or b"").decode()
+    if suffix and suffix not in _SUFFIXES:
+        diags.append(
+            Diagnostic(
+                "E0004",
+                f"invalid suffix '{suffix}' on number literal "
+                "(expected i32, i64, u32, u64, f32 or f64)",
+                start,
+                end,
+            )
+        )
+    elif suffix and suffix[0] == "f" and not decimal:
+        diags.append(Diagnostic("E0004", "a hex or binary literal cannot be a float", start, end))
+    elif suffix and suffix[0] != "f" and is_float:
+        diags.append(
+            Diagnostic("E0004", f"a float literal cannot take the suffix '{suffix}'", start, end)
+        )
+    return K.FLOAT_NUMBER if is_float or suffix in ("f32", "f64") else K.INT_NUMBER
+
+
+def _check_utf8(text: bytes, start: int, diags: list[Diagnostic]) -> None:
+    if text.isascii():
+        return
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        diags.append(
+            Diagnostic("E0001", "invalid UTF-8 in a comment", start + e.start, start + e.end)
+        )
+
+
+def _bad_bytes_message(text: bytes) -> str:
+    try:
+        chars = text.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = " ".join(f"0x{b:02x}" for b in text[:8]) + (" ..." if len(text) > 8 else "")
+        return f"invalid UTF-8 bytes {shown}"
+    shown = "".join(c if c.isprintable() else f"\\u{{{ord(c):x}}}" for c in chars[:8])
+    many = "s" if len(chars) > 1 else ""
+    return f"unexpected character{many} '{shown}'" + (" ..." if len(chars) > 8 else "")

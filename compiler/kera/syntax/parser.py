@@ -1,0 +1,596 @@
+"""The event-driven Pratt parser: tokens -> a flat stream of events.
+
+The parser builds no tree.  It emits events, each a tuple ``(tag, a, b)``:
+
+* ``(START, kind, 0)``  open a node of ``kind``;
+* ``(TOKEN, 0, 0)``     attach the next non-trivia token (trivia is attached by the consumer);
+* ``(FINISH, 0, 0)``    close the innermost open node;
+* ``(ERROR, i, 0)``     ``parse.diagnostics[i]`` was reported here.
+
+``parse(tokens).events`` is well nested (forward parents are resolved before it is returned),
+so the tree builder (``kera.syntax.tree``) and the formatter (``kera.syntax.fmt``) both
+consume the same stream.  Every token is consumed exactly once, in order.
+
+Binary operators use Pratt binding powers; while parsing, a completed left operand is wrapped
+by a later ``START`` through a *forward parent* link (rust-analyzer's ``precede``).
+
+Error recovery never stops the parse: a missing ``;``, ``)``, ``]`` or ``}`` is reported
+(zero-width span after the previous token) and parsing continues; an unexpected token is
+wrapped in an ``ERROR`` node.  Every loop consumes a token or exits, so parsing terminates.
+
+Depth: binary chains and prefix operators are parsed by loops; only brackets (``( [ {`` and
+argument lists) recurse.  Nesting deeper than :data:`MAX_NESTING` is reported once (E0012) and
+the over-deep bracket is skipped to its matching closer, so no input exhausts the Python stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kera.syntax.diagnostics import Diagnostic
+from kera.syntax.kinds import TRIVIA, SyntaxKind, describe
+from kera.syntax.lexer import Tokens
+
+K = SyntaxKind
+START, TOKEN, FINISH, ERROR = 0, 1, 2, 3
+Event = tuple[int, int, int]
+TOKEN_EVENT: Event = (TOKEN, 0, 0)
+FINISH_EVENT: Event = (FINISH, 0, 0)
+MAX_NESTING = 100
+
+#: binary operator -> binding power (higher binds tighter); all left-associative except the
+#: comparisons, which do not chain.  ``as`` (AS_BP) and unary operators bind tighter still.
+BINARY_BP: dict[int, int] = {
+    K.PIPE2: 1,
+    K.AMP2: 2,
+    **dict.fromkeys((K.EQ2, K.NEQ, K.LT, K.LTEQ, K.GT, K.GTEQ), 3),
+    K.PIPE: 4,
+    K.CARET: 5,
+    K.AMP: 6,
+    K.SHL: 7,
+    K.SHR: 7,
+    K.PLUS: 8,
+    K.MINUS: 8,
+    K.STAR: 9,
+    K.SLASH: 9,
+    K.PERCENT: 9,
+}
+COMPARE_BP = 3
+AS_BP = 10
+PREFIX_OPS = frozenset({K.MINUS, K.BANG, K.TILDE})
+EXPR_START = frozenset(
+    {
+        K.INT_NUMBER,
+        K.FLOAT_NUMBER,
+        K.TRUE_KW,
+        K.FALSE_KW,
+        K.IDENT,
+        K.L_PAREN,
+        K.L_BRACE,
+        K.L_BRACK,
+        *PREFIX_OPS,
+    }
+)
+CLOSERS = {K.L_PAREN: K.R_PAREN, K.L_BRACK: K.R_BRACK, K.L_BRACE: K.R_BRACE}
+ITEM_START = frozenset({K.FN_KW, K.EXPORT_KW})
+#: tokens an expression error does not swallow: they close or start an enclosing construct
+EXPR_RECOVERY = frozenset(
+    {K.SEMI, K.COMMA, K.R_PAREN, K.R_BRACK, K.R_BRACE, K.LET_KW, K.EOF, *ITEM_START}
+)
+
+
+@dataclass(slots=True)
+class Parse:
+    """The result of parsing: a well-nested event stream and the parser's diagnostics."""
+
+    tokens: Tokens
+    events: list[Event] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sig: list[int] = field(default_factory=list)  # indices of the non-trivia tokens
+
+
+class Parser:
+    """Cursor over the non-trivia tokens plus the event sink.  Markers are event indices."""
+
+    def __init__(self, tokens: Tokens) -> None:
+        self.tokens = tokens
+        sig = [i for i, k in enumerate(tokens.kinds) if k not in TRIVIA]
+        self.sig = sig
+        self.kinds = [tokens.kinds[i] for i in sig] + [K.EOF]
+        self.pos = 0
+        self.depth = 0
+        self.events: list[Event] = []
+        self.forward: dict[int, int] = {}
+        self.diagnostics: list[Diagnostic] = []
+
+    # -- cursor
+    def current(self) -> int:
+        return self.kinds[self.pos]
+
+    def nth(self, n: int) -> int:
+        return self.kinds[min(self.pos + n, len(self.kinds) - 1)]
+
+    def at(self, kind: int) -> bool:
+        return self.kinds[self.pos] == kind
+
+    def bump(self) -> None:
+        if self.kinds[self.pos] != K.EOF:
+            self.events.append(TOKEN_EVENT)
+            self.pos += 1
+
+    def eat(self, kind: int) -> bool:
+        if self.kinds[self.pos] != kind:
+            return False
+        self.bump()
+        return True
+
+    def span(self, pos: int) -> tuple[int, int]:
+        if pos >= len(self.sig):
+            n = len(self.tokens.data)
+            return n, n
+        i = self.sig[pos]
+        return self.tokens.starts[i], self.tokens.starts[i + 1]
+
+    def text(self, pos: int | None = None) -> str:
+        i = self.pos if pos is None else pos
+        if i >= len(self.sig):
+            return ""
+        return self.tokens.text(self.sig[i]).decode("utf-8", "replace")
+
+    # -- markers
+    def start(self) -> int:
+        self.events.append((START, K.TOMBSTONE, 0))
+        return len(self.events) - 1
+
+    def complete(self, marker: int, kind: int) -> int:
+        self.events[marker] = (START, kind, 0)
+        self.events.append(FINISH_EVENT)
+        return marker
+
+    def precede(self, completed: int) -> int:
+        """A new marker that will become the parent of the completed node ``completed``."""
+        m = self.start()
+        self.forward[completed] = m
+        return m
+
+    # -- errors
+    def error(self, message: str, code: str = "E0010", span: tuple[int, int] | None = None) -> None:
+        start, end = span if span is not None else self.span(self.pos)
+        if self.diagnostics and self.diagnostics[-1].start == start:
+            return  # one error per position: the first explains it, the rest cascade
+        self.diagnostics.append(Diagnostic(code, message, start, end))
+        self.events.append((ERROR, len(self.diagnostics) - 1, 0))
+
+    def expected(self, what: str) -> None:
+        """``expected X, found Y``, pointing just after the previous token."""
+        end = self.span(self.pos - 1)[1] if self.pos > 0 else 0
+        self.error(f"expected {what}, found {self.found()}", span=(end, end))
+
+    def expect(self, kind: int, what: str) -> bool:
+        if self.eat(kind):
+            return True
+        self.expected(what)
+        return False
+
+    def err_and_bump(self, message: str) -> None:
+        m = self.start()
+        self.error(message)
+        self.bump()
+        self.complete(m, K.ERROR)
+
+    def found(self) -> str:
+        return describe(self.current(), self.text())
+
+    def unexpected(self, what: str) -> None:
+        """Report the current token as unexpected; wrap it in an ERROR node unless it closes
+        or starts an enclosing construct."""
+        if self.current() in EXPR_RECOVERY:
+            self.expected(what)
+        else:
+            self.err_and_bump(f"expected {what}, found {self.found()}")
+
+    # -- nesting
+    def enter(self) -> int | None:
+        """Enter the bracket at the cursor.  When nesting is too deep, skip it to its matching
+        closer inside an ERROR node and return that node's marker instead."""
+        if self.depth < MAX_NESTING:
+            self.depth += 1
+            return None
+        m = self.start()
+        self.error(f"brackets nested more than {MAX_NESTING} deep; use let bindings", code="E0012")
+        self.skip_balanced()
+        return self.complete(m, K.ERROR)
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+    def skip_balanced(self) -> None:
+        """Consume the bracket at the cursor and everything up to its matching closer."""
+        stack: list[int] = []
+        while not self.at(K.EOF):
+            k = self.current()
+            if k in CLOSERS:
+                stack.append(CLOSERS[SyntaxKind(k)])
+            elif stack and k == stack[-1]:
+                stack.pop()
+            self.bump()
+            if not stack:
+                return
+
+    def finish(self) -> Parse:
+        out = Parse(self.tokens, diagnostics=self.diagnostics, sig=self.sig)
+        out.events = resolve_forward_parents(self.events, self.forward)
+        return out
+
+
+def resolve_forward_parents(events: list[Event], forward: dict[int, int]) -> list[Event]:
+    """Rewrite ``precede`` links into plain nesting.
+
+    Only the starts involved in links are visited; the runs between them are copied whole.
+    (This parser completes every marker it starts, so no tombstone reaches the output.)
+    """
+    tomb = K.TOMBSTONE
+    moved = set(forward.values())
+    special = sorted({*forward, *moved})
+    out: list[Event] = []
+    done = 0
+    for i in special:
+        out.extend(events[done:i])
+        done = i + 1
+        if i in moved:
+            continue
+        chain = [events[i][1]]
+        j = i
+        while j in forward:
+            j = forward[j]
+            chain.append(events[j][1])
+        out.extend((START, kind, 0) for kind in reversed(chain) if kind != tomb)
+    out.extend(events[done:])
+    return out
+
+
+def parse(tokens: Tokens) -> Parse:
+    p = Parser(tokens)
+    source_file(p)
+    return p.finish()
+
+
+# ------------------------------------------------------------------------------ items
+
+
+def source_file(p: Parser) -> None:
+    m = p.start()
+    while not p.at(K.EOF):
+        if p.current() in ITEM_START:
+            fn_def(p)
+            continue
+        junk = p.start()
+        p.error(f"expected 'fn' or 'export fn', found {p.found()}")
+        while not p.at(K.EOF) and p.current() not in ITEM_START:
+            p.bump()
+        p.complete(junk, K.ERROR)
+    p.complete(m, K.SOURCE_FILE)
+
+
+def fn_def(p: Parser) -> None:
+    m = p.start()
+    p.eat(K.EXPORT_KW)
+    p.expect(K.FN_KW, "'fn'")
+    for part in (_fn_name, _fn_params, _fn_result, _fn_body):
+        if p.at(K.EOF) or p.current() in ITEM_START:
+            p.expected(part.__doc__ or "")
+            break
+        part(p)
+    p.complete(m, K.FN_DEF)
+
+
+def _fn_name(p: Parser) -> None:
+    """a function name"""
+    name(p, "a function name")
+
+
+def _fn_params(p: Parser) -> None:
+    """'(' and the parameters"""
+    if p.at(K.L_PAREN):
+        param_list(p)
+    else:
+        p.expected("'(' and the parameters")
+
+
+def _fn_result(p: Parser) -> None:
+    """'->' and the result type"""
+    if p.at(K.ARROW):
+        r = p.start()
+        p.bump()
+        type_(p)
+        p.complete(r, K.RET_TYPE)
+    else:
+        p.expected("'->' and the result type")
+
+
+def _fn_body(p: Parser) -> None:
+    """'{' and the function body"""
+    if p.at(K.L_BRACE):
+        block(p)
+    else:
+        p.expected("'{' and the function body")
+
+
+def name(p: Parser, what: str) -> None:
+    if p.at(K.IDENT):
+        m = p.start()
+        p.bump()
+        p.complete(m, K.NAME)
+    else:
+        p.expected(what)
+
+
+def param_list(p: Parser) -> None:
+    m = p.start()
+    p.bump()
+    while not p.at(K.R_PAREN) and not p.at(K.EOF):
+        if not p.at(K.IDENT):
+            if p.current() in (K.L_BRACE, K.ARROW, *ITEM_START):
+                break
+            p.err_and_bump(f"expected a parameter 'name: type', found {p.found()}")
+            continue
+        param(p)
+        if not p.at(K.R_PAREN) and not p.expect(K.COMMA, "',' or ')'") and not p.at(K.IDENT):
+            break
+    p.expect(K.R_PAREN, "')'")
+    p.complete(m, K.PARAM_LIST)
+
+
+def param(p: Parser) -> None:
+    m = p.start()
+    name(p, "a parameter name")
+    if p.expect(K.COLON, "':' and the parameter type"):
+        type_(p)
+    p.complete(m, K.PARAM)
+
+
+def type_(p: Parser) -> None:
+    if p.at(K.IDENT):
+        m = p.start()
+        p.bump()
+        if p.at(K.L_BRACK):
+            dims(p)
+        p.complete(m, K.TENSOR_TYPE)
+    elif p.at(K.L_PAREN):
+        m = p.start()
+        p.bump()
+        while not p.at(K.R_PAREN) and (p.at(K.IDENT) or p.at(K.L_PAREN)):
+            if p.depth >= MAX_NESTING:
+                p.error(f"types nested more than {MAX_NESTING} deep", code="E0012")
+                p.skip_balanced()
+                continue
+            p.depth += 1
+            type_(p)
+            p.depth -= 1
+            if not p.eat(K.COMMA):
+                break
+        p.expect(K.R_PAREN, "')'")
+        p.complete(m, K.TUPLE_TYPE)
+    else:
+        p.expected("a type such as f32 or f32[4]")
+
+
+def dims(p: Parser) -> None:
+    m = p.start()
+    p.bump()
+    while p.at(K.INT_NUMBER):
+        p.bump()
+        if not p.eat(K.COMMA):
+            break
+    if not p.at(K.R_BRACK):
+        p.unexpected("a dimension (an integer) or ']'")
+    p.eat(K.R_BRACK)
+    p.complete(m, K.DIMS)
+
+
+# ----------------------------------------------------------------------- statements
+
+
+def block(p: Parser) -> int:
+    too_deep = p.enter()
+    if too_deep is not None:
+        return too_deep
+    m = p.start()
+    p.bump()
+    has_value = False
+    while not p.at(K.R_BRACE) and not p.at(K.EOF):
+        k = p.current()
+        if k == K.LET_KW:
+            let_stmt(p)
+            has_value = False
+        elif k in ITEM_START:
+            break
+        elif k in EXPR_START:
+            expr(p)
+            has_value = True
+            if p.at(K.SEMI):
+                p.err_and_bump("an expression statement has no effect; bind it with 'let'")
+                has_value = False
+            elif not p.at(K.R_BRACE):
+                p.expected("'}' after the block's value")
+        else:
+            p.err_and_bump(f"expected 'let' or an expression, found {p.found()}")
+    if not has_value and p.at(K.R_BRACE):
+        p.error("a block ends with its value: add an expression before '}'", code="E0013")
+    p.expect(K.R_BRACE, "'}'")
+    p.leave()
+    return p.complete(m, K.BLOCK)
+
+
+def let_stmt(p: Parser) -> None:
+    m = p.start()
+    p.bump()
+    name(p, "a name after 'let'")
+    if p.eat(K.COLON):
+        type_(p)
+    has_eq = p.expect(K.EQ, "'='")
+    if (has_eq or p.current() in EXPR_START) and not expr(p):
+        p.unexpected("an expression")
+    p.expect(K.SEMI, "';'")
+    p.complete(m, K.LET_STMT)
+
+
+# ---------------------------------------------------------------------- expressions
+
+
+def expr(p: Parser) -> bool:
+    return expr_bp(p, 1) is not None
+
+
+def expr_bp(p: Parser, min_bp: int) -> int | None:
+    lhs = unary(p)
+    if lhs is None:
+        return None
+    while True:
+        op = p.current()
+        if op == K.AS_KW:
+            if min_bp > AS_BP:
+                break
+            m = p.precede(lhs)
+            p.bump()
+            type_(p)
+            lhs = p.complete(m, K.CAST_EXPR)
+            continue
+        bp = BINARY_BP.get(op)
+        if bp is None or bp < min_bp:
+            break
+        m = p.precede(lhs)
+        p.bump()
+        if expr_bp(p, bp + 1) is None:
+            p.unexpected(f"an expression after {describe(op)}")
+        lhs = p.complete(m, K.BIN_EXPR)
+        if bp == COMPARE_BP and BINARY_BP.get(p.current()) == COMPARE_BP:
+            p.error(
+                "comparison operators cannot be chained; combine comparisons with '&&'",
+                code="E0011",
+            )
+    return lhs
+
+
+def unary(p: Parser) -> int | None:
+    markers = []
+    while p.current() in PREFIX_OPS:
+        markers.append(p.start())
+        p.bump()
+    operand = postfix(p)
+    if operand is None and markers:
+        p.unexpected("an expression after the unary operator")
+    for m in reversed(markers):
+        operand = p.complete(m, K.PREFIX_EXPR)
+    return operand
+
+
+def postfix(p: Parser) -> int | None:
+    cm = primary(p)
+    if cm is None:
+        return None
+    while True:
+        if p.at(K.L_PAREN):
+            m = p.precede(cm)
+            arg_list(p)
+            cm = p.complete(m, K.CALL_EXPR)
+        elif p.at(K.DOT):
+            m = p.precede(cm)
+            p.bump()
+            if not p.eat(K.INT_NUMBER):
+                p.expected("a field number such as .0")
+            cm = p.complete(m, K.FIELD_EXPR)
+        else:
+            return cm
+
+
+def primary(p: Parser) -> int | None:
+    k = p.current()
+    if k in (K.INT_NUMBER, K.FLOAT_NUMBER, K.TRUE_KW, K.FALSE_KW):
+        m = p.start()
+        p.bump()
+        return p.complete(m, K.LITERAL)
+    if k == K.IDENT:
+        m = p.start()
+        p.bump()
+        return p.complete(m, K.NAME_REF)
+    if k == K.L_PAREN:
+        return paren_or_tuple(p)
+    if k == K.L_BRACE:
+        return block(p)
+    if k == K.L_BRACK:
+        return array(p)
+    return None
+
+
+def delimited(p: Parser, close: int, item_what: str) -> int:
+    """Comma-separated expressions up to ``close`` (the opener is consumed); returns the count
+    of items and commas seen, i.e. 1 for ``(a)`` and 2 for ``(a,)``."""
+    seen = 0
+    while not p.at(close) and not p.at(K.EOF):
+        if not expr(p):
+            p.unexpected(item_what)
+            if p.current() in EXPR_RECOVERY and not p.at(K.COMMA):
+                break
+        seen += 1
+        if p.at(close):
+            break
+        if not p.eat(K.COMMA):
+            if p.current() not in EXPR_START:
+                break  # the caller reports the missing closer
+            p.expected(f"',' or {describe(close)}")
+            continue
+        seen += 1
+    return seen
+
+
+def paren_or_tuple(p: Parser) -> int:
+    too_deep = p.enter()
+    if too_deep is not None:
+        return too_deep
+    m = p.start()
+    p.bump()
+    seen = delimited(p, K.R_PAREN, "an expression")
+    p.expect(K.R_PAREN, "')'")
+    p.leave()
+    return p.complete(m, K.PAREN_EXPR if seen == 1 else K.TUPLE_EXPR)
+
+
+def array(p: Parser) -> int:
+    too_deep = p.enter()
+    if too_deep is not None:
+        return too_deep
+    m = p.start()
+    p.bump()
+    delimited(p, K.R_BRACK, "an expression")
+    p.expect(K.R_BRACK, "']'")
+    p.leave()
+    return p.complete(m, K.ARRAY_EXPR)
+
+
+def arg_list(p: Parser) -> None:
+    if p.enter() is not None:
+        return
+    m = p.start()
+    p.bump()
+    while not p.at(K.R_PAREN) and not p.at(K.EOF):
+        if p.at(K.IDENT) and p.nth(1) == K.EQ:
+            kw = p.start()
+            name(p, "an argument name")
+            p.bump()
+            if not expr(p):
+                p.unexpected("the argument value")
+            p.complete(kw, K.KWARG)
+        elif not expr(p):
+            p.unexpected("an argument")
+            if p.current() in EXPR_RECOVERY and not p.at(K.COMMA):
+                break
+        if p.at(K.R_PAREN):
+            break
+        if not p.eat(K.COMMA):
+            if p.current() not in EXPR_START:
+                break
+            p.expected("',' or ')'")
+    p.expect(K.R_PAREN, "')'")
+    p.leave()
+    p.complete(m, K.ARG_LIST)

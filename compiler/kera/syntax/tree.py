@@ -1,0 +1,512 @@
+"""The lossless green tree, its red (positioned) view and the typed view over it.
+
+*Green* nodes are immutable and position-free: a kind, the children (green nodes and tokens)
+and the total byte width.  Tokens are interned per ``(kind, text)``.  Every byte of the input,
+trivia and error tokens included, is in exactly one token, so ``tree_bytes(root)`` gives back
+the input byte for byte, for any input.
+
+Trivia placement: trivia before a node's first token belongs to the enclosing node, trivia
+between two tokens of a node belongs to that node, and trivia after the last token of the file
+belongs to ``SOURCE_FILE``.  So a node's span starts at its first token and ends at its last.
+
+*Red* nodes (:class:`SyntaxNode`, :class:`SyntaxToken`) add an absolute offset and a parent,
+and are made on demand while walking.  The *typed view* is a set of ``SyntaxNode`` subclasses,
+one per node kind that later stages read (``FnDef``, ``BinExpr`` ...), with accessors that
+return ``None`` where a syntax error left a part missing.
+
+Nothing here recurses on the tree's depth: building, printing and walking use explicit stacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import ClassVar, TypeVar
+
+from kera.syntax.kinds import EXPRS, TRIVIA, SyntaxKind
+from kera.syntax.lexer import Tokens
+from kera.syntax.parser import FINISH, START, TOKEN, Event
+
+K = SyntaxKind
+T = TypeVar("T", bound="SyntaxNode")
+EXPRS_OR_ERROR = EXPRS | {K.ERROR}
+
+
+class GreenToken:
+    __slots__ = ("kind", "text", "width")
+
+    def __init__(self, kind: int, text: bytes) -> None:
+        self.kind = kind
+        self.text = text
+        self.width = len(text)
+
+    def __repr__(self) -> str:
+        return f"{SyntaxKind(self.kind).name}@{self.text!r}"
+
+
+class GreenNode:
+    __slots__ = ("_kids", "children", "kind", "width")
+
+    def __init__(
+        self, kind: int, children: tuple[GreenNode | GreenToken, ...], width: int = -1
+    ) -> None:
+        self.kind = kind
+        self.children = children
+        self.width: int = width if width >= 0 else sum(c.width for c in children)
+        self._kids: tuple[tuple[GreenNode, int], ...] | None = None
+
+    def kids(self) -> tuple[tuple[GreenNode, int], ...]:
+        """The child nodes with their offsets from this node's start (computed once)."""
+        kids = self._kids
+        if kids is None:
+            out = []
+            pos = 0
+            for g in self.children:
+                if type(g) is GreenNode:
+                    out.append((g, pos))
+                pos += g.width
+            kids = self._kids = tuple(out)
+        return kids
+
+    def __repr__(self) -> str:
+        return f"{SyntaxKind(self.kind).name}[{self.width}]"
+
+
+Green = GreenNode | GreenToken
+
+
+def green_tokens(tokens: Tokens) -> list[GreenToken]:
+    """One green token per token, shared between equal (kind, text) pairs."""
+    cache: dict[bytes, GreenToken] = {}
+    get = cache.get
+    data, starts = tokens.data, tokens.starts
+    out: list[GreenToken] = []
+    for kind, a, b in zip(tokens.kinds, starts, starts[1:], strict=False):
+        text = data[a:b]
+        tok = get(text)
+        if tok is None or tok.kind != kind:
+            tok = cache[text] = GreenToken(kind, text)
+        out.append(tok)
+    return out
+
+
+def build_green(tokens: Tokens, events: list[Event], sig: list[int]) -> GreenNode:
+    """The green tree of a parse: events give the structure, tokens the bytes.
+
+    ``sig`` lists the indices of the non-trivia tokens, the ones TOKEN events consume; the
+    trivia before each is attached as the module doc says.
+    """
+    toks = green_tokens(tokens)
+    starts = tokens.starts
+    n = len(toks)
+    sig = [*sig, n]
+    i = 0  # next token to attach
+    k = 0  # next significant token (index into sig)
+    stack: list[tuple[int, list[Green], int]] = []
+    children: list[Green] = []
+    for tag, kind, _ in events:
+        if tag == TOKEN:
+            s = sig[k]
+            children.extend(toks[i : s + 1])
+            i = s + 1
+            k += 1
+        elif tag == START:
+            if stack:  # leading trivia of the file goes into SOURCE_FILE itself
+                s = sig[k]
+                children.extend(toks[i:s])
+                i = s
+            stack.append((kind, children, starts[i]))
+            children = []
+        elif tag == FINISH:
+            done_kind, parent, begin = stack.pop()
+            if not stack:
+                children.extend(toks[i:])
+                i = n
+            node = GreenNode(done_kind, tuple(children), starts[i] - begin)
+            children = parent
+            children.append(node)
+    children.extend(toks[i:])
+    only = children[0] if len(children) == 1 else None
+    if isinstance(only, GreenNode) and only.kind == K.SOURCE_FILE:
+        return only
+    return GreenNode(K.SOURCE_FILE, tuple(children))
+
+
+def tree_bytes(root: GreenNode) -> bytes:
+    """The text of a green tree (iterative; equals the parsed input)."""
+    out: list[bytes] = []
+    stack: list[Green] = [root]
+    while stack:
+        g = stack.pop()
+        if isinstance(g, GreenToken):
+            out.append(g.text)
+        else:
+            stack.extend(reversed(g.children))
+    return b"".join(out)
+
+
+def debug_tree(root: GreenNode, data: bytes | None = None) -> str:
+    """An indented dump of the tree (kinds, spans, token texts) for tests and debugging."""
+    lines: list[str] = []
+    stack: list[tuple[Green, int, int]] = [(root, 0, 0)]
+    while stack:
+        g, depth, offset = stack.pop()
+        name = SyntaxKind(g.kind).name
+        span = f"{offset}..{offset + g.width}"
+        if isinstance(g, GreenToken):
+            lines.append(f"{'  ' * depth}{name}@{span} {g.text.decode('utf-8', 'replace')!r}")
+            continue
+        lines.append(f"{'  ' * depth}{name}@{span}")
+        pos = offset
+        kids = []
+        for c in g.children:
+            kids.append((c, depth + 1, pos))
+            pos += c.width
+        stack.extend(reversed(kids))
+    return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------------------- red view
+
+
+class SyntaxToken:
+    __slots__ = ("green", "offset", "parent")
+
+    def __init__(self, green: GreenToken, offset: int, parent: SyntaxNode) -> None:
+        self.green = green
+        self.offset = offset
+        self.parent = parent
+
+    @property
+    def kind(self) -> int:
+        return self.green.kind
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.offset, self.offset + len(self.green.text)
+
+    @property
+    def text(self) -> str:
+        return self.green.text.decode("utf-8", "replace")
+
+
+class SyntaxNode:
+    """A green node at an absolute offset.  Subclasses add typed accessors."""
+
+    __slots__ = ("green", "offset", "parent")
+    KIND: ClassVar[int] = -1
+
+    def __init__(self, green: GreenNode, offset: int, parent: SyntaxNode | None) -> None:
+        self.green = green
+        self.offset = offset
+        self.parent = parent
+
+    @property
+    def kind(self) -> int:
+        return self.green.kind
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.offset, self.offset + self.green.width
+
+    def children(self) -> Iterator[SyntaxNode | SyntaxToken]:
+        pos = self.offset
+        for g in self.green.children:
+            if type(g) is GreenNode:
+                yield VIEWS.get(g.kind, SyntaxNode)(g, pos, self)
+            else:
+                assert isinstance(g, GreenToken)
+                yield SyntaxToken(g, pos, self)
+            pos += g.width
+
+    def nodes(self) -> list[SyntaxNode]:
+        base, get = self.offset, VIEWS.get
+        return [get(g.kind, SyntaxNode)(g, base + rel, self) for g, rel in self.green.kids()]
+
+    def tokens(self) -> list[SyntaxToken]:
+        """The direct non-trivia tokens."""
+        out: list[SyntaxToken] = []
+        pos = self.offset
+        for g in self.green.children:
+            if type(g) is GreenToken and g.kind not in TRIVIA:
+                out.append(SyntaxToken(g, pos, self))
+            pos += g.width
+        return out
+
+    def token(self, kind: int) -> SyntaxToken | None:
+        pos = self.offset
+        for g in self.green.children:
+            if g.kind == kind and type(g) is GreenToken:
+                return SyntaxToken(g, pos, self)
+            pos += g.width
+        return None
+
+    def node(self, cls: type[T]) -> T | None:
+        """The first child node of ``cls``'s kind."""
+        want = cls.KIND
+        for g, rel in self.green.kids():
+            if g.kind == want:
+                return cls(g, self.offset + rel, self)
+        return None
+
+    def exprs(self) -> list[SyntaxNode]:
+        """Direct children that are expressions (an ERROR node stands for a missing one)."""
+        base, get = self.offset, VIEWS.get
+        return [
+            get(g.kind, SyntaxNode)(g, base + rel, self)
+            for g, rel in self.green.kids()
+            if g.kind in EXPRS_OR_ERROR
+        ]
+
+    def text(self) -> str:
+        return tree_bytes(self.green).decode("utf-8", "replace")
+
+    def has_errors(self) -> bool:
+        stack: list[Green] = [self.green]
+        while stack:
+            g = stack.pop()
+            if g.kind in (K.ERROR, K.ERROR_TOKEN):
+                return True
+            if isinstance(g, GreenNode):
+                stack.extend(g.children)
+        return False
+
+    def __repr__(self) -> str:
+        return f"<{SyntaxKind(self.kind).name} {self.span[0]}..{self.span[1]}>"
+
+
+VIEWS: dict[int, type[SyntaxNode]] = {}
+
+
+def red(green: GreenNode, offset: int, parent: SyntaxNode | None) -> SyntaxNode:
+    return VIEWS.get(green.kind, SyntaxNode)(green, offset, parent)
+
+
+def view(kind: SyntaxKind) -> Callable[[type[T]], type[T]]:
+    def register(cls: type[T]) -> type[T]:
+        cls.KIND = kind
+        VIEWS[kind] = cls
+        return cls
+
+    return register
+
+
+def root(green: GreenNode) -> SourceFile:
+    node = red(green, 0, None)
+    assert isinstance(node, SourceFile)
+    return node
+
+
+# ------------------------------------------------------------------------- typed view
+
+
+@view(K.SOURCE_FILE)
+class SourceFile(SyntaxNode):
+    def fns(self) -> list[FnDef]:
+        return [n for n in self.nodes() if isinstance(n, FnDef)]
+
+
+@view(K.NAME)
+class Name(SyntaxNode):
+    def ident(self) -> SyntaxToken | None:
+        return self.token(K.IDENT)
+
+
+@view(K.FN_DEF)
+class FnDef(SyntaxNode):
+    def is_export(self) -> bool:
+        return self.token(K.EXPORT_KW) is not None
+
+    def name(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
+    def params(self) -> list[Param]:
+        pl = self.node(ParamList)
+        return pl.params() if pl else []
+
+    def ret_type(self) -> SyntaxNode | None:
+        r = self.node(RetType)
+        return r.type() if r else None
+
+    def body(self) -> Block | None:
+        return self.node(Block)
+
+
+@view(K.PARAM_LIST)
+class ParamList(SyntaxNode):
+    def params(self) -> list[Param]:
+        return [n for n in self.nodes() if isinstance(n, Param)]
+
+
+@view(K.PARAM)
+class Param(SyntaxNode):
+    def name(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
+    def type(self) -> SyntaxNode | None:
+        return _type_child(self)
+
+
+@view(K.RET_TYPE)
+class RetType(SyntaxNode):
+    def type(self) -> SyntaxNode | None:
+        return _type_child(self)
+
+
+def _type_child(node: SyntaxNode) -> SyntaxNode | None:
+    for n in node.nodes():
+        if n.kind in (K.TENSOR_TYPE, K.TUPLE_TYPE):
+            return n
+    return None
+
+
+@view(K.TENSOR_TYPE)
+class TensorTypeNode(SyntaxNode):
+    def dtype(self) -> SyntaxToken | None:
+        return self.token(K.IDENT)
+
+    def dims(self) -> list[SyntaxToken] | None:
+        """The dimension tokens, or None for a scalar type."""
+        d = self.node(Dims)
+        return d.tokens_of(K.INT_NUMBER) if d else None
+
+
+@view(K.DIMS)
+class Dims(SyntaxNode):
+    def tokens_of(self, kind: int) -> list[SyntaxToken]:
+        return [t for t in self.tokens() if t.kind == kind]
+
+
+@view(K.TUPLE_TYPE)
+class TupleTypeNode(SyntaxNode):
+    def types(self) -> list[SyntaxNode]:
+        return [n for n in self.nodes() if n.kind in (K.TENSOR_TYPE, K.TUPLE_TYPE)]
+
+
+@view(K.BLOCK)
+class Block(SyntaxNode):
+    def items(self) -> list[SyntaxNode]:
+        """Let statements and expressions in order; the last expression is the value."""
+        return [n for n in self.nodes() if n.kind == K.LET_STMT or n.kind in EXPRS]
+
+
+@view(K.LET_STMT)
+class LetStmt(SyntaxNode):
+    def name(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
+    def type(self) -> SyntaxNode | None:
+        return _type_child(self)
+
+    def init(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+
+def _only_token(node: SyntaxNode) -> SyntaxToken:
+    g = node.green.children[0]  # the node's one token (its trivia belongs to the parent)
+    assert isinstance(g, GreenToken)
+    return SyntaxToken(g, node.offset, node)
+
+
+@view(K.LITERAL)
+class Literal(SyntaxNode):
+    def tok(self) -> SyntaxToken:
+        return _only_token(self)
+
+
+@view(K.NAME_REF)
+class NameRef(SyntaxNode):
+    def ident(self) -> SyntaxToken:
+        return _only_token(self)
+
+
+@view(K.PAREN_EXPR)
+class ParenExpr(SyntaxNode):
+    def inner(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+
+@view(K.TUPLE_EXPR)
+class TupleExpr(SyntaxNode):
+    def elements(self) -> list[SyntaxNode]:
+        return self.exprs()
+
+
+@view(K.ARRAY_EXPR)
+class ArrayExpr(SyntaxNode):
+    def elements(self) -> list[SyntaxNode]:
+        return self.exprs()
+
+
+@view(K.PREFIX_EXPR)
+class PrefixExpr(SyntaxNode):
+    def op(self) -> int:
+        return self.tokens()[0].kind
+
+    def operand(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+
+@view(K.BIN_EXPR)
+class BinExpr(SyntaxNode):
+    def op(self) -> SyntaxToken:
+        return self.tokens()[0]
+
+    def operands(self) -> tuple[SyntaxNode | None, SyntaxNode | None]:
+        e = self.exprs()
+        return (e[0] if e else None), (e[1] if len(e) > 1 else None)
+
+
+@view(K.CAST_EXPR)
+class CastExpr(SyntaxNode):
+    def operand(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+    def type(self) -> SyntaxNode | None:
+        return _type_child(self)
+
+
+@view(K.CALL_EXPR)
+class CallExpr(SyntaxNode):
+    def callee(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+    def args(self) -> ArgList | None:
+        return self.node(ArgList)
+
+
+@view(K.ARG_LIST)
+class ArgList(SyntaxNode):
+    def positional(self) -> list[SyntaxNode]:
+        return self.exprs()
+
+    def keywords(self) -> list[Kwarg]:
+        return [n for n in self.nodes() if isinstance(n, Kwarg)]
+
+
+@view(K.KWARG)
+class Kwarg(SyntaxNode):
+    def name(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
+    def value(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+
+@view(K.FIELD_EXPR)
+class FieldExpr(SyntaxNode):
+    def base(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+    def index(self) -> SyntaxToken | None:
+        return self.token(K.INT_NUMBER)
