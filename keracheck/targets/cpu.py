@@ -141,6 +141,11 @@ class _CBackend:
     def available(self) -> str | None:
         raise NotImplementedError
 
+    def build(self, fns: Sequence[Function]) -> Path:
+        """One artifact holding every function of ``fns`` (entry i is the i-th distinct one);
+        raises BackendError when gcc fails."""
+        return self._build(_symbols([(fn, {}) for fn in fns]))
+
     def _build(self, fns: Mapping[str, Function]) -> Path:
         raise NotImplementedError
 
@@ -205,6 +210,14 @@ class CpuTarget(_CBackend):
             except Exception as e:
                 out.append(e)
         return out
+
+    def entry(self, fn: Function) -> Any:
+        """The built entry point of ``fn`` as a ctypes function
+        ``(size_t n, void *param..., void *result...) -> int`` (see kera.backends.c)."""
+        f = getattr(_library(str(self.build([fn]))), _sym(fn))
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_size_t] + [ctypes.c_void_p] * (len(fn.params) + len(fn.results))
+        return f
 
 
 @cache
@@ -290,13 +303,14 @@ class QemuTarget(_CBackend):
             by_binary.setdefault(built[0], []).append((i, built[1]))
         for binary, idx in by_binary.items():
             batch = [(entry, *cases[i]) for i, entry in idx]
-            for (i, _), res in zip(idx, self._run_binary(binary, batch), strict=True):
+            for (i, _), res in zip(idx, self.run_binary(binary, batch), strict=True):
                 out[i] = res
         return out
 
-    def _run_binary(
+    def run_binary(
         self, binary: Path, cases: Sequence[tuple[int, Function, Inputs]]
     ) -> list[Outputs | Exception]:
+        """One emulator process for (entry index, function, inputs) cases of a built binary."""
         rows = [(entry, fn, _named_arrays(fn, inp)) for entry, fn, inp in cases]
         with tempfile.TemporaryDirectory(prefix="kera-qemu-") as tmp:
             inp, outp = Path(tmp) / "in.bin", Path(tmp) / "out.bin"

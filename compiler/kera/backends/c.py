@@ -125,7 +125,7 @@ def _fields(dt: DType) -> dict[str, str]:
         "V": _LANE[dt],
         "U": f"ku{w}",
         "S": f"ks{w}",
-        "M": f"K_M{w}",
+        "C": f"K_C{w}",  # mask of a comparison: $C(a, <, b)
         "W1": f"{w - 1}u",
         "TOP": str(w - 1),
         "SIGN": _u(w, 1 << (w - 1)),
@@ -184,9 +184,9 @@ typedef uint32_t ku32;
 typedef int32_t ks32;
 typedef uint64_t ku64;
 typedef int64_t ks64;
-#define K_M8(c) ((ku8)(0u - (unsigned)(c)))   /* 0/1 condition -> all-ones/zero mask */
-#define K_M32(c) ((ku32)0 - (ku32)(c))
-#define K_M64(c) ((ku64)0 - (ku64)(c))
+/* all-ones/zero mask of a comparison (C gives 0/1) */
+#define K_C32(a, op, b) ((ku32)0 - (ku32)((a) op (b)))
+#define K_C64(a, op, b) ((ku64)0 - (ku64)((a) op (b)))
 #define K_CVT(x, T) ((T)(x))                  /* C conversion (operands are in range) */
 #define K_SPLAT(T, x) ((T)(x))
 #define K_MAP1(T, f, a) (f(a))
@@ -203,9 +203,14 @@ typedef uint32_t ku32 __attribute__((vector_size({L4})));
 typedef int32_t ks32 __attribute__((vector_size({L4})));
 typedef uint64_t ku64 __attribute__((vector_size({L8})));
 typedef int64_t ks64 __attribute__((vector_size({L8})));
-#define K_M8(c) ((ku8)(c))                    /* a vector comparison is already a -1/0 mask */
-#define K_M32(c) ((ku32)(c))
-#define K_M64(c) ((ku64)(c))
+/* mask of a comparison: a vector comparison is already -1/0 per lane.  64-bit lanes span two
+   hardware registers, and gcc scalarises comparisons wider than one, so they go by halves. */
+#define K_C32(a, op, b) ((ku32)((a) op (b)))
+typedef uint64_t ku64h __attribute__((vector_size({L4})));
+#define K_LO(x) __builtin_shufflevector((x), (x), {LO})
+#define K_HI(x) __builtin_shufflevector((x), (x), {HI})
+#define K_C64(a, op, b) __builtin_shufflevector((ku64h)(K_LO(a) op K_LO(b)), \
+    (ku64h)(K_HI(a) op K_HI(b)), {ALL})
 #define K_CVT(x, T) __builtin_convertvector((x), T)
 #define K_SPLAT(T, x) ((T){{0}} + (x))
 #define K_MAP1(T, f, a) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \\
@@ -252,6 +257,12 @@ _IO_VECTOR = string.Template("""\
 static inline void k_load$W(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
     const unsigned char *s = (const unsigned char *)src;
+    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
+        ku$W v;
+        memcpy(&v, s + row * $B, sizeof v);$FAST
+        memcpy(t, &v, sizeof v);
+        return;
+    }
     for (size_t j = 0; j < size; j++) {
         ku$W v = {0};
         for (size_t l = 0; l < cnt; l++) {
@@ -283,7 +294,7 @@ static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, s
 
 # ---------------------------------------------------------------------------- helper templates
 # Each helper is `static inline`, written once for both lane flavours through the K_* macros.
-# Fields: $d dtype, $V lane type, $U bit lanes, $S signed lanes, $M mask macro (see _fields).
+# Fields: $d dtype, $V lane type, $U bit lanes, $S signed lanes, $C mask macro (see _fields).
 
 _BASE = {
     "f": """\
@@ -295,7 +306,7 @@ static inline $V k_sel_$d($U m, $V a, $V b)
 }
 static inline $V k_canon_$d($V x) /* every NaN -> the positive canonical quiet NaN */
 {
-    $U m = $M(x != x);
+    $U m = $C(x, !=, x);
     return k_float_$d((k_bits_$d(x) & ~m) | ($CANON & m));
 }
 """,
@@ -326,27 +337,28 @@ _RINT_PICK = {
 _RINT = """\
     $U b = k_bits_$d(a), sg = b & $SIGN, neg = 0u - (b >> $TOP);
     $V ax = k_float_$d(b ^ sg);
-    $U small = $M(ax < $BIG);               /* |a| < 2^p: may have a fraction; false for NaN */
+    $U small = $C(ax, <, K_SPLAT($V, $BIG));  /* |a| < 2^p: may have a fraction; not NaN */
     $V r = (ax + $BIG) - $BIG;              /* exact: rounds |a| to an integer, ties to even */
-    $V t = k_sel_$d($M(r > ax), r - $ONE, r);
-    $V c = k_sel_$d($M(r < ax), r + $ONE, r);
+    $V t = k_sel_$d($C(r, >, ax), r - $ONE, r);
+    $V c = k_sel_$d($C(r, <, ax), r + $ONE, r);
     $V m = PICK;
     $U out = ((k_bits_$d(m) | sg) & small) | (b & ~small);  /* the result has a's sign */
     return k_canon_$d(k_float_$d(out));"""
 
 _MINMAX = """\
     $U x = k_bits_$d(a), y = k_bits_$d(b);
-    $U pick = $M(a REL b), eq = $M(a == b), nan = $M(a != a) | $M(b != b);
+    $U pick = $C(a, REL, b), eq = $C(a, ==, b), nan = $C(a, !=, a) | $C(b, !=, b);
     $U r = (x & pick) | (y & ~pick);
     r = (r & ~eq) | ((x ZERO y) & eq);      /* equal: only +-0 differ; -0 < +0 */
     return k_float_$d((r & ~nan) | ($CANON & nan));"""
 
 _DIVREM_U = """\
-    $U z = $M(b == 0);
+    $U z = $C(b, ==, K_SPLAT($U, 0u));
     $U q = a / (b | (z & 1u));              /* divisor 1 where b == 0 */
     return RESULT;"""
 _DIVREM_I = """\
-    $U z = $M(b == 0), ovf = $M(a == $SIGN) & $M(b == $ONES);
+    $U z = $C(b, ==, K_SPLAT($U, 0u));
+    $U ovf = $C(a, ==, K_SPLAT($U, $SIGN)) & $C(b, ==, K_SPLAT($U, $ONES));
     $U bad = z | ovf, safe = (b & ~bad) | (bad & 1u);   /* x/0 and MIN/-1 divide by 1 */
     $U q = k_unsigned_$d(k_signed_$d(a) OP k_signed_$d(safe));
     return RESULT;"""
@@ -356,7 +368,7 @@ def _float_body(op: Op) -> str:
     if op in _ARITH:
         return f"    return k_canon_$d(a {_ARITH[op]} b);"
     if op in _CMP:
-        return f"    return K_CVT($M(a {_CMP[op]} b) & 1u, ku8);"
+        return f"    return K_CVT($C(a, {_CMP[op]}, b) & 1u, ku8);"
     if op in _RINT_PICK:
         return _RINT.replace("PICK", _RINT_PICK[op])
     if op in (Op.MIN, Op.MAX):
@@ -380,10 +392,10 @@ _FLOAT_SIMPLE = {
 def _int_body(op: Op, signed: bool) -> str:
     sv = "k_signed_$d({})" if signed else "{}"
     if op in _CMP:
-        return f"    return K_CVT($M({sv.format('a')} {_CMP[op]} {sv.format('b')}) & 1u, ku8);"
+        return f"    return K_CVT($C({sv.format('a')}, {_CMP[op]}, {sv.format('b')}) & 1u, ku8);"
     if op in (Op.MIN, Op.MAX):
         rel = "<" if op is Op.MIN else ">"
-        m = f"$M({sv.format('a')} {rel} {sv.format('b')})"
+        m = f"$C({sv.format('a')}, {rel}, {sv.format('b')})"
         return f"    $U m = {m};\n    return (a & m) | (b & ~m);"
     if op in (Op.DIV, Op.REM):
         result = "q & ~z" if op is Op.DIV else "(q & ~z) | (a & z)"
@@ -397,7 +409,8 @@ def _int_body(op: Op, signed: bool) -> str:
         return "    $U g = 0u - (a >> $TOP);\n    return ((a ^ g) >> (b & $W1)) ^ g;"
     if op is Op.ABS and signed:
         return (
-            "    $U m = $M(k_signed_$d(a) < 0);\n    return (a ^ m) - m;  /* wraps: |MIN| = MIN */"
+            "    $U m = $C(k_signed_$d(a), <, K_SPLAT($S, 0));\n"
+            "    return (a ^ m) - m;  /* wraps: |MIN| = MIN */"
         )
     return "    return " + _INT_SIMPLE[op] + ";"
 
@@ -476,8 +489,9 @@ def _f2i_body(src: DType, dst: DType) -> str:
         sat += f" | ({_widen_mask('lo', src, dst)} & {_u(dst.bits, 1 << (dst.bits - 1))})"
     return "\n".join(
         [
-            f"    $sU ok = $sM(x >= {lo}) & $sM(x < {hi});  /* false for NaN */",
-            f"    $sU hi = $sM(x >= {hi}), lo = $sM(x < {lo});",
+            f"    $sV lo_ = K_SPLAT($sV, {lo}), hi_ = K_SPLAT($sV, {hi});",
+            "    $sU ok = $sC(x, >=, lo_) & $sC(x, <, hi_);  /* false for NaN */",
+            "    $sU hi = $sC(x, >=, hi_), lo = $sC(x, <, lo_);",
             "    $sV xs = k_float_$sd(k_bits_$sd(x) & ok);  /* out-of-range lanes -> +0 */",
             f"    $dU v = {conv};",
             f"    return (v & {_widen_mask('ok', src, dst)}) | {sat};",
@@ -489,7 +503,7 @@ def _cvt_expr(src: DType, dst: DType) -> str:
     if src is dst:
         return "k_canon_$dd(x)" if dst.is_float else "x"  # f32 -> f32 canonicalises too
     if dst is DType.BOOL:
-        return "K_CVT($sM(x != 0) & 1u, ku8)"
+        return "K_CVT($sC(x, !=, K_SPLAT($sV, 0u)) & 1u, ku8)"
     if src is DType.BOOL:
         return "K_CVT(x, $dU)"
     if src.is_float and dst.is_float:
@@ -606,9 +620,23 @@ def _prelude(lanes: int) -> str:
             for w in (8, 32, 64)
         )
         return "\n".join([_SCALAR, _FPENV, io])
-    vec = _VECTOR.format(L=lanes, L4=4 * lanes, L8=8 * lanes)
+    half = lanes // 2
+    vec = _VECTOR.format(
+        L=lanes,
+        L4=4 * lanes,
+        L8=8 * lanes,
+        LO=", ".join(map(str, range(half))),
+        HI=", ".join(map(str, range(half, lanes))),
+        ALL=", ".join(map(str, range(lanes))),
+    )
     io = "\n".join(
-        _IO_VECTOR.substitute(W=w, B=w // 8, NORM="w != 0" if w == 8 else "w") for w in (8, 32, 64)
+        _IO_VECTOR.substitute(
+            W=w,
+            B=w // 8,
+            NORM="w != 0" if w == 8 else "w",
+            FAST="\n        v = (ku8)(v != (ku8){0}) & 1u;" if w == 8 else "",
+        )
+        for w in (8, 32, 64)
     )
     return "\n".join([vec, _FPENV, io])
 
