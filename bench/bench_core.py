@@ -4,6 +4,7 @@ Prints figures, asserts nothing.  Run from the repository root::
 
     .venv/bin/python bench/bench_core.py                  # default sizes, best of 3
     .venv/bin/python bench/bench_core.py --profile build  # cProfile one phase, top functions
+    .venv/bin/python bench/bench_core.py --no-gc          # cyclic GC off while timing (its share)
 
 Phases (each the best of ``--repeat`` runs; rates are computed from process CPU time, which
 other jobs on a shared machine disturb less than wall-clock time; both are printed):
@@ -100,15 +101,21 @@ class Timing:
     cpu: float
 
 
+GC_WHILE_TIMING = True  # --no-gc turns Python's cyclic collector off inside the timed region
+
+
 def best_of(repeat: int, run: Callable[[], Any]) -> tuple[Timing, Any]:
     wall, cpu, out = float("inf"), float("inf"), None
     for _ in range(repeat):
         out = None  # free the previous result first: live nodes would be found by interning
         gc.collect()
+        if not GC_WHILE_TIMING:
+            gc.disable()
         w0, c0 = time.perf_counter(), time.process_time()
         out = run()
         cpu = min(cpu, time.process_time() - c0)
         wall = min(wall, time.perf_counter() - w0)
+        gc.enable()
     return Timing(wall, cpu), out
 
 
@@ -186,11 +193,17 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per phase; the best is shown")
     ap.add_argument("--profile", choices=["build", "serialize", "load"], help="cProfile a phase")
     ap.add_argument("--top", type=int, default=25, help="functions shown by --profile")
+    ap.add_argument("--no-gc", action="store_true", help="disable the cyclic GC while timing")
     args = ap.parse_args()
+    global GC_WHILE_TIMING
+    GC_WHILE_TIMING = not args.no_gc
     if args.profile:
         profile(args.profile, args.nodes, args.top)
         return
-    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
+    gc_note = "cyclic GC off while timing" if args.no_gc else "cyclic GC on"
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, {gc_note}"
+    )
     n, fingerprint, data, t_build, t_ser = bench_build_serialize(args.nodes, args.repeat)
     t_load = bench_load(data, fingerprint, args.repeat)
     ops, t_int = bench_interp(args.elements, args.repeat)
