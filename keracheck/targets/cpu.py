@@ -132,6 +132,8 @@ class _CBackend:
         return out
 
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
+        if not cases:
+            return []
         reason = self.available()
         if reason is not None:
             return [BackendError(f"{self.name} is unavailable: {reason}") for _ in cases]

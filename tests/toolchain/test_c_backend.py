@@ -132,8 +132,6 @@ def _build(name: str, make: Callable[[FunctionBuilder], Node | tuple[Node, ...]]
 
 
 def _try(name: str, make: Callable[[FunctionBuilder], Node | tuple[Node, ...]]) -> Function | None:
-    if name.startswith("rem_f"):
-        return None  # the typing rule accepts rem on floats, but the contract defines none
     try:
         return _build(name, make)
     except TypeRuleError:

@@ -82,8 +82,15 @@ ISAS: dict[str, Isa] = {
     # plain C scalars; no auto-vectorisation so it really is scalar code
     "scalar": Isa("scalar", 1, ("-fno-tree-vectorize",), "any"),
     "sse2": Isa("sse2", 4, ("-march=x86-64",), "x86_64"),  # x86-64 baseline = SSE2
-    "avx2": Isa("avx2", 8, ("-march=x86-64-v3",), "x86_64"),
-    "avx512": Isa("avx512", 16, ("-march=x86-64-v4", "-mprefer-vector-width=512"), "x86_64"),
+    # -mmove-max/-mstore-max only tune code generation: without them gcc moves 64-bit lane
+    # vectors (two registers wide) through the stack in 16-byte pieces (3-4x slower f64)
+    "avx2": Isa("avx2", 8, ("-march=x86-64-v3", "-mmove-max=256", "-mstore-max=256"), "x86_64"),
+    "avx512": Isa(
+        "avx512",
+        16,
+        ("-march=x86-64-v4", "-mprefer-vector-width=512", "-mmove-max=512", "-mstore-max=512"),
+        "x86_64",
+    ),
     "neon": Isa("neon", 4, ("-march=armv8-a",), "aarch64"),
 }
 
@@ -188,6 +195,7 @@ typedef int64_t ks64;
 #define K_C32(a, op, b) ((ku32)0 - (ku32)((a) op (b)))
 #define K_C64(a, op, b) ((ku64)0 - (ku64)((a) op (b)))
 #define K_CVT(x, T) ((T)(x))                  /* C conversion (operands are in range) */
+#define K_AS(T, x) T k_r_; memcpy(&k_r_, &(x), sizeof k_r_); return k_r_  /* same bits */
 #define K_SPLAT(T, x) ((T)(x))
 #define K_MAP1(T, f, a) (f(a))
 #define K_MAP3(T, f, a, b, c) (f((a), (b), (c)))
@@ -212,6 +220,7 @@ typedef uint64_t ku64h __attribute__((vector_size({L4})));
 #define K_C64(a, op, b) __builtin_shufflevector((ku64h)(K_LO(a) op K_LO(b)), \
     (ku64h)(K_HI(a) op K_HI(b)), {ALL})
 #define K_CVT(x, T) __builtin_convertvector((x), T)
+#define K_AS(T, x) return (T)(x)              /* a vector cast keeps the bits, in registers */
 #define K_SPLAT(T, x) ((T){{0}} + (x))
 #define K_MAP1(T, f, a) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \\
     k_r_[k_l_] = f((a)[k_l_]); k_r_; }})
@@ -298,8 +307,8 @@ static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, s
 
 _BASE = {
     "f": """\
-static inline $U k_bits_$d($V x) { $U u; memcpy(&u, &x, sizeof u); return u; }
-static inline $V k_float_$d($U u) { $V x; memcpy(&x, &u, sizeof x); return x; }
+static inline $U k_bits_$d($V x) { K_AS($U, x); }
+static inline $V k_float_$d($U x) { K_AS($V, x); }
 static inline $V k_sel_$d($U m, $V a, $V b)
 {
     return k_float_$d((k_bits_$d(a) & m) | (k_bits_$d(b) & ~m));
@@ -311,8 +320,8 @@ static inline $V k_canon_$d($V x) /* every NaN -> the positive canonical quiet N
 }
 """,
     "i": """\
-static inline $S k_signed_$d($U u) { $S s; memcpy(&s, &u, sizeof s); return s; }
-static inline $U k_unsigned_$d($S s) { $U u; memcpy(&u, &s, sizeof u); return u; }
+static inline $S k_signed_$d($U x) { K_AS($S, x); }
+static inline $U k_unsigned_$d($S x) { K_AS($U, x); }
 static inline $U k_sel_$d($U m, $U a, $U b) { return (a & m) | (b & ~m); }
 """,
     "u": """\

@@ -1,0 +1,282 @@
+"""The C emitter without a compiler: golden text, calling convention, invariants, driver format.
+
+Golden files live in tests/golden/c/ (``<graph>.<isa>.c`` / ``<graph>.h``); regenerate them after
+an intended change with ``KERA_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_c_emit.py`` and
+review the diff.  Running the emitted code is tests/toolchain/test_c_backend.py's job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kera.backends import c
+from kera.dtypes import DType
+from kera.ir import Function, FunctionBuilder
+from kera.ops import Op
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "c"
+D = DType
+
+
+def saxpy() -> Function:
+    b = FunctionBuilder("saxpy")
+    a = b.param("a", D.F32)
+    x = b.param("x", D.F32, [8])
+    y = b.param("y", D.F32, [8])
+    return b.build(b.op("add", b.op("mul", b.op("broadcast", a, shape=[8]), x), y))
+
+
+def reductions() -> Function:
+    b = FunctionBuilder("reductions")
+    m = b.param("m", D.F64, [2, 3])
+    v = b.param("v", D.F64, [3])
+    k = b.param("k", D.I32, [5])
+    return b.build(
+        b.op("sum", m, axis=1),
+        b.op("amax", m, axis=0),
+        b.op("dot", v, v),
+        b.op("matmul", m, b.op("reshape", v, shape=[3, 1])),
+        b.op("prod", k, axis=0),
+    )
+
+
+def conversions() -> Function:
+    b = FunctionBuilder("conversions")
+    x = b.param("x", D.F32, [2, 2])
+    s = b.param("s", D.I64, [2, 2])
+    i = b.op("convert", x, to=D.I32)
+    u = b.op("convert", b.op("floor", x), to=D.U64)
+    sh = b.op("shr", s, b.op("convert", i, to=D.I64))
+    q = b.op("div", sh, b.op("iota", shape=[2, 2], axis=1, to=D.I64))
+    mask = b.op("lt", x, b.op("transpose", x, perm=[1, 0]))
+    picked = b.op("select", mask, x, b.const(np.float32(-0.0), D.F32, [2, 2]))
+    return b.build(u, q, b.op("bitcast", picked, to=D.U32))
+
+
+CASES = {
+    "saxpy": (saxpy, ("scalar", "avx2")),
+    "reductions": (reductions, ("scalar",)),
+    "conversions": (conversions, ("scalar", "neon")),
+}
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("KERA_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if not path.exists():
+        pytest.fail(f"missing golden file {path}; run with KERA_UPDATE_GOLDEN=1")
+    assert text == path.read_text(), f"{name} changed; KERA_UPDATE_GOLDEN=1 regenerates it"
+
+
+@pytest.mark.parametrize(
+    ("graph", "isa"), [(g, isa) for g, (_, isas) in CASES.items() for isa in isas]
+)
+def test_golden_source(graph: str, isa: str) -> None:
+    src = c.emit([CASES[graph][0]()], isa=isa, name=graph)
+    _golden(f"{graph}.{isa}.c", src.c)
+    _golden(f"{graph}.h", src.h)
+
+
+# ------------------------------------------------------------------------------ convention
+
+
+def test_signature_and_header() -> None:
+    src = c.emit([saxpy()], isa="scalar", name="blas")
+    proto = (
+        "int kera_saxpy(size_t n, const float *p_a, const float *p_x, const float *p_y, "
+        "float *out0);"
+    )
+    assert proto in src.h
+    assert src.h.startswith("/* blas.h")
+    assert "#ifndef KERA_BLAS_H" in src.h and 'extern "C"' in src.h
+    assert '#include "blas.h"' in src.c
+    assert src.files().keys() == {"blas.c", "blas.h"}
+    assert src.symbols == {"kera_saxpy": "saxpy"}
+
+
+def test_io_types_per_dtype() -> None:
+    b = FunctionBuilder("types")
+    ps = [b.param(f"p{dt}", dt, [2]) for dt in DType]
+    fn = b.build(*ps)
+    sig = c.emit([fn]).h
+    for dt, ctype in [
+        (D.BOOL, "uint8_t"),
+        (D.I32, "int32_t"),
+        (D.I64, "int64_t"),
+        (D.U32, "uint32_t"),
+        (D.U64, "uint64_t"),
+        (D.F32, "float"),
+        (D.F64, "double"),
+    ]:
+        assert f"const {ctype} *p_p{dt}" in sig
+
+
+def test_names_become_c_identifiers() -> None:
+    assert c.c_ident("a-b.c") == "a_b_c"
+    assert c.c_ident("3x") == "_3x"
+    b = FunctionBuilder("my-fn")
+    fn = b.build(b.op("neg", b.param("in put", D.I32)))
+    src = c.emit([fn])
+    assert "int kera_my_fn(size_t n, const int32_t *p_in_put, int32_t *out0)" in src.c
+    assert c.emit({"alias": fn}).symbols == {"kera_alias": "my-fn"}
+
+
+def test_colliding_symbols_and_unknown_isa_are_rejected() -> None:
+    b1, b2 = FunctionBuilder("f-1"), FunctionBuilder("f_1")
+    f1 = b1.build(b1.op("neg", b1.param("x", D.I32)))
+    f2 = b2.build(b2.op("abs", b2.param("x", D.I32)))
+    with pytest.raises(ValueError, match="kera_f_1"):
+        c.emit([f1, f2])
+    with pytest.raises(ValueError, match="unknown ISA level 'avx9'"):
+        c.emit([f1], isa="avx9")
+
+
+def test_supported_ops_are_every_contract_op() -> None:
+    assert frozenset(op.value for op in Op) == c.SUPPORTED
+
+
+# ------------------------------------------------------------------------------ invariants
+
+
+def _entry_bodies(text: str) -> str:
+    return text[text.index("\nint kera_") :]
+
+
+def test_isa_levels_share_the_function_bodies() -> None:
+    """Only the lane count and typedefs differ between vector ISA levels (and the helpers'
+    text is the same for every level, scalar included)."""
+    fn = conversions()
+    vec = [c.emit([fn], isa=isa) for isa in ("sse2", "avx2", "avx512", "neon")]
+    assert len({_entry_bodies(s.c) for s in vec}) == 1
+    scalar = c.emit([fn], isa="scalar")
+    assert _entry_bodies(scalar.c) == _entry_bodies(vec[0].c)
+    assert "#define KERA_LANES 1\n" in scalar.c and "vector_size" not in scalar.c
+    assert "#define KERA_LANES 16\n" in vec[2].c
+
+
+FORBIDDEN = [
+    r"\bfminf?\(",  # minNum: wrong NaN and signed-zero rules
+    r"\bfmaxf?\(",
+    r"\b(l?l?rint|nearbyint|roundf?|lroundf?)\(",  # rounding-mode or ties-away dependent
+    r"#pragma GCC optimize",
+    r"__attribute__\(\(optimize",
+    r"-ffast-math",
+]
+
+
+def test_emitted_c_avoids_non_contract_library_calls() -> None:
+    text = c.emit([saxpy(), reductions(), conversions()], isa="avx2").c
+    for pattern in FORBIDDEN:
+        assert not re.search(pattern, text.replace("ffast-math/-Ofast", "")), pattern
+
+
+def test_every_division_has_a_safe_divisor() -> None:
+    """Integer / and % only ever divide by a value that is never 0 and never -1 with MIN."""
+    b = FunctionBuilder("divs")
+    outs = []
+    for dt in (D.I32, D.I64, D.U32, D.U64):
+        x = b.param(f"x{dt}", dt)
+        outs += [b.op("div", x, x), b.op("rem", x, x)]
+    text = c.emit([b.build(*outs)]).c
+    divisions = re.findall(r"[a-z_0-9()]+\s*[/%]\s*[a-z_0-9(]+[^;]*", text)
+    real = [d for d in divisions if not d.startswith(("//",)) and "/*" not in d]
+    assert real, "no divisions found"
+    for d in real:
+        assert "safe" in d or "(b | (z & 1u))" in d, d
+
+
+def test_large_tiles_use_a_reused_arena() -> None:
+    b = FunctionBuilder("big")
+    x = b.param("x", D.F64, [4096])
+    y = b.op("neg", b.op("abs", b.op("neg", x)))
+    text = c.emit([b.build(b.op("sum", y, axis=0))], isa="avx2").c
+    assert "aligned_alloc(128," in text and "free(k_arena);" in text
+    offsets = set(re.findall(r"\(k_arena \+ (\d+)\)", text))
+    # x, neg, abs, neg and the scratch: dead tiles are reused, so fewer distinct offsets
+    assert 1 < len(offsets) < 5
+
+
+def test_reshape_is_an_alias() -> None:
+    b = FunctionBuilder("rs")
+    x = b.param("x", D.I32, [2, 3])
+    text = c.emit([b.build(b.op("neg", b.op("reshape", x, shape=[6])))]).c
+    assert "reshape" not in text
+    assert "k_neg_i32(t0[j])" in text
+
+
+def test_arena_allocator_reuses_and_merges() -> None:
+    a = c._Arena()
+    x, y, z = a.alloc(100), a.alloc(300), a.alloc(128)
+    assert (x, y, z) == (0, 128, 512)
+    a.release(x, 100)
+    a.release(y, 300)
+    assert a.free == [(0, 512)]
+    assert a.alloc(512) == 0 and a.top == 640
+
+
+# ------------------------------------------------------------------------------ driver format
+
+
+def _output_bytes(fn: Function, rows: int, results: list[np.ndarray[Any, Any]]) -> bytes:
+    """What the C driver writes for one successful case (see the layout in c.py)."""
+    buf = bytearray(c.OUT_MAGIC + (1).to_bytes(4, "little") + bytes(4))
+    buf += bytes(-len(buf) % 64)
+    buf += (0).to_bytes(4, "little", signed=True) + bytes(60)
+    for r in results:
+        buf += r.tobytes()
+        buf += bytes(-len(buf) % 64)
+    return bytes(buf)
+
+
+def test_driver_input_layout_is_aligned() -> None:
+    fn = reductions()
+    ins = {
+        "m": np.arange(6.0).reshape(1, 2, 3),
+        "v": np.ones((1, 3)),
+        "k": np.arange(5, dtype=np.int32).reshape(1, 5),
+    }
+    data = c.input_file([(3, fn, ins)])
+    assert data[:8] == c.IN_MAGIC and int.from_bytes(data[8:12], "little") == 1
+    assert int.from_bytes(data[64:68], "little") == 3
+    assert int.from_bytes(data[72:80], "little") == 1  # rows
+    assert data[128 : 128 + 48] == ins["m"].tobytes()
+    assert data[192 : 192 + 24] == ins["v"].tobytes()
+    assert data[256 : 256 + 20] == ins["k"].tobytes()
+    assert len(data) % 64 == 0
+
+
+def test_driver_output_parses_back() -> None:
+    fn = saxpy()
+    out = np.arange(16, dtype=np.float32).reshape(2, 8)
+    (got,) = c.read_output_file(_output_bytes(fn, 2, [out]), [(fn, 2)])
+    assert not isinstance(got, int)
+    np.testing.assert_array_equal(got[0], out)
+    with pytest.raises(c.DriverOutputError):
+        c.read_output_file(b"KERAOUT0" + bytes(56), [(fn, 2)])
+    with pytest.raises(c.DriverOutputError):
+        c.read_output_file(_output_bytes(fn, 2, [out])[:100], [(fn, 2)])
+
+
+def test_driver_reports_a_failed_entry() -> None:
+    fn = saxpy()
+    data = bytearray(_output_bytes(fn, 1, [np.zeros((1, 8), np.float32)]))
+    data[64:68] = (1).to_bytes(4, "little")
+    assert c.read_output_file(bytes(data), [(fn, 1)]) == [1]
+
+
+def test_driver_source_dispatches_every_entry() -> None:
+    fns = {"kera_a": saxpy(), "kera_b": reductions()}
+    src = c.emit({"a": fns["kera_a"], "b": fns["kera_b"]})
+    text = c.emit_driver(src, fns)
+    assert "return kera_a(n, (const float *)in[0]" in text
+    assert (
+        "{k_call1, 3, 5, (const size_t[]){48, 24, 20}, (const size_t[]){16, 24, 8, 16, 4}}" in text
+    )
