@@ -111,7 +111,7 @@ PREFIX_OPS: dict[int, ElemOp] = {
 ELEMENTWISE_BUILTINS: dict[str, ElemOp] = {
     **{name: _e(Op(name), name) for name in ("abs", "sqrt", "floor", "ceil", "trunc", "round")},
     **{name: _e(Op(name), name) for name in ("min", "max", "copysign", "fma")},
-    "select": _e(Op.SELECT, "select", deferrable=False, dtype_args=(1, 2)),
+    "select": _e(Op.SELECT, "select", dtype_args=(1, 2)),
 }
 #: builtins whose operands share one dtype without broadcasting
 UNIFIED_BUILTINS = frozenset({Op.DOT, Op.MATMUL, Op.CONCAT})
@@ -132,8 +132,9 @@ MATH_BUILTINS: dict[str, Callable[[Node], Node]] = {
 
 
 class Deferred:
-    """An untyped literal expression: a literal leaf (``lit``) or an elementwise op on
-    deferred operands.  ``materialize`` gives it a dtype."""
+    """An untyped literal expression: a literal leaf (``lit``) or an elementwise op whose
+    dtype-carrying operands are deferred (others, like select's condition, may be nodes).
+    ``materialize`` gives it a dtype."""
 
     __slots__ = ("args", "is_float", "lit", "op", "span")
 
@@ -142,17 +143,31 @@ class Deferred:
         span: Span,
         lit: literals.Literal | None = None,
         op: ElemOp | None = None,
-        args: tuple[Deferred, ...] = (),
+        args: tuple[Deferred | Node, ...] = (),
     ) -> None:
         self.span = span
         self.lit = lit
         self.op = op
         self.args = args
-        self.is_float: bool = lit.is_float if lit is not None else any(a.is_float for a in args)
+        self.is_float: bool = (
+            lit.is_float
+            if lit is not None
+            else any(isinstance(a, Deferred) and a.is_float for a in args)
+        )
 
     @property
     def default(self) -> DType:
         return DType.F32 if self.is_float else DType.I32
+
+
+def _operand_dtypes(d: Deferred, dtype: DType) -> list[tuple[Deferred | Node, DType]]:
+    """Each operand of a deferred op with the dtype it takes when the op has ``dtype``."""
+    assert d.op is not None
+    positions = d.op.dtype_args or range(len(d.args))
+    return [
+        (a, dtype if i in positions or not isinstance(a, Deferred) else a.default)
+        for i, a in enumerate(d.args)
+    ]
 
 
 class Tup:
@@ -489,7 +504,10 @@ class Builder:
         if span in self.recursion_sites:
             return None
         self.recursion_sites.add(span)
-        chain = " -> ".join([*self.active[self.active.index(name) :], name])
+        cycle = [*self.active[self.active.index(name) :], name]
+        if len(cycle) > 7:
+            cycle = [*cycle[:3], f"... {len(cycle) - 6} more ...", *cycle[-3:]]
+        chain = " -> ".join(cycle)
         return self.r.error("E0105", f"recursive call ({chain}); Kera has no recursion", span)
 
     def call_builtin(
@@ -598,9 +616,9 @@ class Builder:
         positions = eop.dtype_args or range(len(values))
         concrete = next((values[i] for i in positions if isinstance(values[i], Node)), None)
         if concrete is None:
-            deferred = [v for v in values if isinstance(v, Deferred)]
-            if eop.deferrable and len(deferred) == len(values):
-                return Deferred(span, op=eop, args=tuple(deferred))
+            if eop.deferrable:
+                args = tuple(v for v in values if isinstance(v, Node | Deferred))
+                return Deferred(span, op=eop, args=args)
             dtype = DType.F32 if any(values[i].is_float for i in positions) else DType.I32  # type: ignore[union-attr]
         else:
             assert isinstance(concrete, Node)
@@ -621,10 +639,9 @@ class Builder:
         if eop.needs == "bool" and any(n.dtype is not DType.BOOL for n in nodes):
             found = next(n.dtype for n in nodes if n.dtype is not DType.BOOL)
             alt = {"&&": "&", "||": "|", "!": "~"}[eop.symbol]
+            what = "a bool operand" if len(nodes) == 1 else "bool operands"
             return self.r.error(
-                "E0304",
-                f"'{eop.symbol}' needs bool operands, found {found} (for bits use '{alt}')",
-                span,
+                "E0304", f"'{eop.symbol}' needs {what}, found {found} (for bits use '{alt}')", span
             )
         if eop.needs == "int" and nodes[0].dtype is DType.BOOL:
             return self.r.error("E0304", "'~' is bitwise not on integers; use '!' on bool", span)
@@ -643,23 +660,25 @@ class Builder:
 
     def materialize(self, value: Deferred, dtype: DType) -> Node | None:
         """Build a deferred literal expression with ``dtype`` (post-order, iterative)."""
-        done: dict[int, Node | None] = {}
-        stack: list[tuple[Deferred, bool]] = [(value, False)]
+        done: dict[tuple[int, DType], Node | None] = {}
+        stack: list[tuple[Deferred, DType, bool]] = [(value, dtype, False)]
         while stack:
-            d, expanded = stack.pop()
-            if id(d) in done:
+            d, dt, expanded = stack.pop()
+            if (id(d), dt) in done:
                 continue
             if d.lit is not None:
-                done[id(d)] = self.const(d.lit, dtype, d.span)
-            elif not expanded:
-                stack.append((d, True))
-                stack.extend((a, False) for a in d.args if id(a) not in done)
-            else:
-                args = [done[id(a)] for a in d.args]
-                ok = [a for a in args if a is not None]
-                assert d.op is not None
-                done[id(d)] = self.apply(d.op, ok, d.span) if len(ok) == len(args) else None
-        return done[id(value)]
+                done[id(d), dt] = self.const(d.lit, dt, d.span)
+                continue
+            assert d.op is not None
+            wants = _operand_dtypes(d, dt)
+            if not expanded:
+                stack.append((d, dt, True))
+                stack.extend((a, t, False) for a, t in wants if isinstance(a, Deferred))
+                continue
+            args = [a if isinstance(a, Node) else done[id(a), t] for a, t in wants]
+            ok = [a for a in args if a is not None]
+            done[id(d), dt] = self.apply(d.op, ok, d.span) if len(ok) == len(args) else None
+        return done[id(value), dtype]
 
     def materialize_all(self, values: list[Value], unify: bool) -> list[Node] | None:
         concrete = next((v for v in values if isinstance(v, Node)), None)

@@ -10,10 +10,13 @@ went in, in the same order.  Layout rules:
 * one space around binary operators, ``=``, ``->`` and ``as``, after ``,`` and ``:``; none inside
   brackets, before ``(`` of a call or parameter list, before ``[`` of a shape, around ``.``,
   after a unary operator;
+* inside a statement, a line break the author wrote is kept (except before ``, ; . :``) and
+  the statement continues one level deeper; a closing ``)`` or ``]`` starting a line goes back
+  to the statement's level (so long argument and parameter lists can be laid out by hand);
+  other whitespace is normalised.  Lines are never wrapped automatically;
 * a comment on the same line as code stays there (after one space); a comment on its own line
-  stays on its own line, at the indentation of what follows; a line comment inside an
-  expression breaks the line and the expression continues one level deeper;
-* lines are never wrapped.
+  stays on its own line, at the indentation of what follows; a line comment inside a statement
+  breaks the line like an author's line break.
 
 Input with any lexer or parser diagnostic is not formatted (:func:`format_bytes` returns None):
 a layout cannot be trusted where the structure is unknown.  The result is idempotent:
@@ -31,6 +34,7 @@ INDENT = b"    "
 _NO_SPACE_AFTER = frozenset({K.L_PAREN, K.L_BRACK, K.DOT})
 _NO_SPACE_BEFORE = frozenset({K.R_PAREN, K.R_BRACK, K.COMMA, K.SEMI, K.DOT, K.COLON})
 _UNARY = frozenset({K.MINUS, K.BANG, K.TILDE})
+_JOIN_BEFORE = frozenset({K.COMMA, K.SEMI, K.DOT, K.COLON})
 
 
 def _space(prev: int, prev_parent: int, cur: int, parent: int) -> bool:
@@ -60,12 +64,12 @@ class _Writer:
         self.brk = max(self.brk, brk)
         self.structural = True
 
-    def emit(self, text: bytes, space: bool, blank_in_source: bool) -> None:
+    def emit(self, text: bytes, space: bool, blank_in_source: bool, closer: bool = False) -> None:
         if not self.out:
             pass
         elif self.brk:
             blank = self.brk == 2 or (blank_in_source and self.structural)
-            depth = self.indent + (0 if self.structural else 1)
+            depth = self.indent + (0 if self.structural or closer else 1)
             self.out.append(b"\n\n" if blank else b"\n")
             self.out.append(INDENT * depth)
         elif space:
@@ -135,8 +139,11 @@ def format_events(tokens: Tokens, events: list[Event]) -> bytes:
             if closes_block:
                 w.indent -= 1
                 w.request(1)
+            if newlines and not w.brk and tok not in _JOIN_BEFORE:
+                w.brk = 1  # a line break the author put inside an expression is kept
             space = _space(w.prev, w.prev_parent, tok, parent)
-            w.emit(data[starts[ti] : starts[ti + 1]], space, newlines > 1)
+            closer = tok in (K.R_PAREN, K.R_BRACK)
+            w.emit(data[starts[ti] : starts[ti + 1]], space, newlines > 1, closer)
             w.prev, w.prev_parent = tok, parent
             if parent == K.BLOCK and tok == K.L_BRACE:
                 w.indent += 1

@@ -465,11 +465,20 @@ def expr_bp(p: Parser, min_bp: int) -> int | None:
             p.unexpected(f"an expression after {describe(op)}")
         lhs = p.complete(m, K.BIN_EXPR)
         if bp == COMPARE_BP and BINARY_BP.get(p.current()) == COMPARE_BP:
-            p.error(
-                "comparison operators cannot be chained; combine comparisons with '&&'",
-                code="E0011",
-            )
+            lhs = chained_comparison(p, lhs)
     return lhs
+
+
+def chained_comparison(p: Parser, lhs: int) -> int:
+    """``a < b < c``: report it, and wrap the whole chain in an ERROR node."""
+    p.error("comparison operators cannot be chained; combine comparisons with '&&'", code="E0011")
+    m = p.precede(lhs)
+    while BINARY_BP.get(p.current()) == COMPARE_BP:
+        p.bump()
+        if expr_bp(p, COMPARE_BP + 1) is None:
+            p.unexpected("an expression")
+            break
+    return p.complete(m, K.ERROR)
 
 
 def unary(p: Parser) -> int | None:

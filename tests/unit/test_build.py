@@ -1,0 +1,288 @@
+"""Programs build to the expected graphs; literals are exact; fingerprints follow meaning."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kera import mathlib
+from kera.dtypes import DType
+from kera.frontend import compile_source, render_diagnostics
+from kera.interp import interpret
+from kera.ir import Function, FunctionBuilder, Graph, const_bytes, const_value
+from kera.syntax import literals
+
+F32, F64, I32, I64, BOOL = DType.F32, DType.F64, DType.I32, DType.I64, DType.BOOL
+
+
+def build(src: str) -> Graph:
+    result = compile_source(src)
+    assert result.ok and result.graph is not None, render_diagnostics(
+        result.diagnostics, src, "<test>"
+    )
+    return result.graph
+
+
+def fn(src: str, name: str = "f") -> Function:
+    return build(src).functions[name]
+
+
+def fp(src: str, name: str = "f") -> str:
+    return fn(src, name).fingerprint
+
+
+def bits32(x: float) -> bytes:
+    return np.float32(x).tobytes()
+
+
+def test_saxpy_builds_the_expected_graph() -> None:
+    got = fn("export fn f(a: f32, x: f32[8], y: f32[8]) -> f32[8] { let ax = a * x; ax + y }")
+    b = FunctionBuilder("f")
+    a, x, y = b.param("a", F32), b.param("x", F32, [8]), b.param("y", F32, [8])
+    want = b.build(b.op("add", b.op("mul", b.op("broadcast", a, shape=[8]), x), y))
+    assert got.fingerprint == want.fingerprint
+    out = interpret(
+        got,
+        {
+            "a": np.array([2.0], np.float32),
+            "x": np.arange(8, dtype=np.float32)[None],
+            "y": np.ones((1, 8), np.float32),
+        },
+    )
+    assert out[0].tolist() == [[1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 13.0, 15.0]]
+
+
+def test_tuples_reductions_and_attributes() -> None:
+    got = fn(
+        "export fn f(x: f32[4, 16]) -> (f32[4], f32[4]) { (sum(x, axis = 1), amax(x, axis = 1)) }"
+    )
+    b = FunctionBuilder("f")
+    x = b.param("x", F32, [4, 16])
+    want = b.build(b.op("sum", x, axis=1), b.op("amax", x, axis=1))
+    assert got.fingerprint == want.fingerprint
+
+
+def test_bitcast_of_a_suffixed_literal() -> None:
+    got = fn("export fn f() -> f32 { bitcast(0x7fc00001u32, to = f32) }")
+    (r,) = got.results
+    assert r.op == "bitcast" and r.inputs[0].attr("value") == (0x7FC00001).to_bytes(4, "little")
+
+
+def test_movement_and_iota() -> None:
+    got = fn(
+        "export fn f(x: f32[2, 3]) -> (f32[3, 2], f32[6], f32[1, 2], f32[4, 3], i32[2, 3]) {\n"
+        "    (transpose(x, perm = [1, 0]), reshape(x, shape = [6]),\n"
+        "     slice(x, start = [0, 1], stop = [1, 3]), concat(x, x, axis = 0),\n"
+        "     iota(shape = [2, 3], axis = 1, to = i32))\n"
+        "}"
+    )
+    b = FunctionBuilder("f")
+    x = b.param("x", F32, [2, 3])
+    want = b.build(
+        b.op("transpose", x, perm=[1, 0]),
+        b.op("reshape", x, shape=[6]),
+        b.op("slice", x, start=[0, 1], stop=[1, 3]),
+        b.op("concat", x, x, axis=0),
+        b.op("iota", shape=[2, 3], axis=1, to=I32),
+    )
+    assert got.fingerprint == want.fingerprint
+
+
+def test_calls_are_inlined() -> None:
+    with_call = "fn sq(v: f32) -> f32 { v * v }\nexport fn f(x: f32) -> f32 { sq(x) + sq(2.0) }"
+    inline = "export fn f(x: f32) -> f32 { x * x + 2.0 * 2.0 }"
+    assert fp(with_call) == fp(inline)
+    assert list(build(with_call).functions) == ["f"]  # only exports are entry points
+
+
+def test_calls_returning_tuples_and_fields() -> None:
+    src = (
+        "fn pair(a: f32, b: f32) -> (f32, f32) { (a + b, a - b) }\n"
+        "export fn f(x: f32, y: f32) -> f32 { let p = pair(x, y); p.0 * pair(y, x).1 }"
+    )
+    assert fp(src) == fp("export fn f(x: f32, y: f32) -> f32 { (x + y) * (y - x) }")
+
+
+def test_scalar_operands_broadcast_explicitly() -> None:
+    got = fn("export fn f(x: f32[4], c: bool) -> f32[4] { select(c, x, 1.0) + x }")
+    b = FunctionBuilder("f")
+    x, c = b.param("x", F32, [4]), b.param("c", BOOL)
+    one = b.op("broadcast", const_bytes(bits32(1.0), F32, ()), shape=[4])
+    sel = b.op("select", b.op("broadcast", c, shape=[4]), x, one)
+    assert got.fingerprint == b.build(b.op("add", sel, x)).fingerprint
+
+
+def test_logical_operators_lower_to_bool_ops() -> None:
+    got = fn("export fn f(a: bool, b: bool) -> bool { !(a && b) || a ^ b }")
+    b = FunctionBuilder("f")
+    a, c = b.param("a", BOOL), b.param("b", BOOL)
+    want = b.op("or", b.op("not", b.op("and", a, c)), b.op("xor", a, c))
+    assert got.fingerprint == b.build(want).fingerprint
+
+
+def test_mathlib_builtins_expand() -> None:
+    got = fn("export fn f(x: f64[3]) -> (f64[3], f64[3]) { (exp(x), sigmoid(x)) }")
+    b = FunctionBuilder("f")
+    x = b.param("x", F64, [3])
+    assert got.fingerprint == b.build(mathlib.exp(x), mathlib.sigmoid(x)).fingerprint
+
+
+# ------------------------------------------------------------------------- literals
+
+
+def const_of(src: str) -> bytes:
+    """The bytes of the single constant an export returns."""
+    (r,) = fn(src).results
+    while r.op != "const":
+        r = r.inputs[0]
+    value = r.attr("value")
+    assert isinstance(value, bytes)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        ("export fn f() -> f32 { 0.1 }", (0x3DCCCCCD).to_bytes(4, "little")),
+        ("export fn f() -> f64 { 0.1 }", np.float64(0.1).tobytes()),
+        ("export fn f() -> f32 { -0.0 }", (0x80000000).to_bytes(4, "little")),
+        ("export fn f() -> f32 { nan }", (0x7FC00000).to_bytes(4, "little")),
+        ("export fn f() -> f64 { nan }", (0x7FF8000000000000).to_bytes(8, "little")),
+        ("export fn f() -> f32 { -nan }", (0xFFC00000).to_bytes(4, "little")),
+        ("export fn f() -> f32 { -inf }", (0xFF800000).to_bytes(4, "little")),
+        ("export fn f() -> f32 { 1.4e-45 }", (1).to_bytes(4, "little")),  # min subnormal
+        ("export fn f() -> f32 { 7e-46 }", (0).to_bytes(4, "little")),  # below half of it
+        ("export fn f() -> f32 { 3.4028235e38 }", (0x7F7FFFFF).to_bytes(4, "little")),
+        ("export fn f() -> f32 { 16777217 }", (0x4B800000).to_bytes(4, "little")),  # int, RNE
+        ("export fn f() -> i32 { -2147483648 }", (0x80000000).to_bytes(4, "little")),
+        ("export fn f() -> u32 { 0xffff_ffffu32 }", (0xFFFFFFFF).to_bytes(4, "little")),
+        ("export fn f() -> i64 { 0b1010 }", (10).to_bytes(8, "little")),
+        ("export fn f() -> f64 { 0.1 as f64 }", np.float64(0.1).tobytes()),
+    ],
+)
+def test_literal_bits(src: str, want: bytes) -> None:
+    assert const_of(src) == want
+
+
+def test_f32_literals_round_once_from_the_decimal() -> None:
+    # just below the midpoint between 1+2^-23 and 1+2^-22: nearest is 1+2^-23, but rounding
+    # to f64 first lands on the midpoint, which then ties to even (1+2^-22)
+    text = "1.000000178813934326171874"
+    assert np.float32(float(text)).view(np.uint32) == 0x3F800002  # the double rounding
+    assert const_of(f"export fn f() -> f32 {{ {text} }}") == (0x3F800001).to_bytes(4, "little")
+
+
+def nearest_f32(q: Fraction) -> int:
+    """Reference: the f32 nearest to q (ties to even), by comparing exact neighbours."""
+    if q >= 2**128 - 2**103:  # at or past the midpoint between the largest f32 and 2^128
+        return 0x7F800000
+    c = np.float32(min(float(q), float(np.finfo(np.float32).max)))
+    cands = [np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))]
+    cands = [v for v in cands if np.isfinite(v)]
+    best = min(cands, key=lambda v: (abs(Fraction(float(v)) - q), int(v.view(np.uint32)) & 1))
+    return int(best.view(np.uint32))
+
+
+@given(
+    st.integers(1, 10**30),
+    st.integers(-60, 40),
+)
+def test_literal_rounding_matches_exact_reference(mantissa: int, exp10: int) -> None:
+    text = f"{mantissa}e{exp10}"
+    q = Fraction(mantissa) * Fraction(10) ** exp10
+    with np.errstate(over="ignore"):
+        ref = nearest_f32(q)
+    lit = literals.parse(text)
+    assert lit is not None
+    got32 = literals.round_float(lit.num, lit.den, F32)
+    if ref == 0x7F800000:
+        assert got32 is None
+    else:
+        assert got32 == ref
+    got64 = literals.round_float(lit.num, lit.den, F64)
+    want64 = np.float64(float(text)).view(np.uint64)
+    assert got64 == (None if np.isinf(float(text)) else int(want64))
+
+
+def test_huge_literals_are_cheap_and_exact() -> None:
+    digits = "1" + "0" * 5000 + "1"  # beyond Python's int-from-str limit
+    big = compile_source(f"export fn f() -> f32 {{ 0.{digits}e5001 }}").diagnostics
+    assert [d.code for d in big] == ["E0301"]
+    assert const_of(f"export fn f() -> f32 {{ 0.{digits}e1 }}") == bits32(1.0)
+    assert const_of("export fn f() -> f64 { 1e-99999999999 }") == bytes(8)
+    diags = compile_source("export fn f() -> i64 { " + "9" * 6000 + " }").diagnostics
+    assert [d.code for d in diags] == ["E0301"]
+
+
+def test_unsuffixed_literals_take_their_context() -> None:
+    src = (
+        "export fn f(x: f32, y: f64, n: i64) -> (f32, f64, i64, f64) {\n"
+        "    let h = 0.5;\n"
+        "    (x * h, y * h, n + 1, 1 / 4 + y)\n"
+        "}"
+    )
+    xh, yh, n1, quarter = fn(src).results
+    assert [xh.inputs[1].dtype, yh.inputs[1].dtype, n1.inputs[1].dtype] == [F32, F64, I64]
+    div = quarter.inputs[0]  # 1 / 4 is built in f64 (not folded, not integer division)
+    assert div.op == "div" and [float(const_value(c)) for c in div.inputs] == [1.0, 4.0]
+    assert div.dtype is F64
+    assert fn("export fn f() -> f32 { 1.5 }").results[0].dtype is F32
+    assert fn("export fn f() -> i32 { 7 }").results[0].dtype is I32
+
+
+def test_cast_gives_a_literal_its_type_and_converts_values() -> None:
+    assert fp("export fn f(x: f32) -> f32 { x as f32 }") == fp("export fn f(x: f32) -> f32 { x }")
+    (r,) = fn("export fn f(n: i32) -> f32 { n as f32 }").results
+    assert r.op == "convert" and r.attr("to") is F32
+
+
+# --------------------------------------------------------------------- fingerprints
+
+BASE = """\
+fn sq(v: f32) -> f32 { v * v }
+export fn f(a: f32, x: f32[8]) -> f32[8] {
+    let scaled = a * x;
+    scaled + sq(1.5)
+}
+"""
+
+
+def test_fingerprint_ignores_layout_comments_and_local_names() -> None:
+    reformatted = (
+        "// helper\nfn sq(v:f32)->f32{v*v}   /* c */\n"
+        "export fn f(a: f32,\n   x: f32[8]) -> f32[8] { let t = a * x; // renamed local\n"
+        "  t + sq(1.5) }\n"
+    )
+    assert fp(reformatted) == fp(BASE)
+    assert fp(BASE.replace("fn f(", "fn g("), "g") == fp(BASE)  # the export's own name
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("scaled + sq", "scaled - sq"),  # an operator
+        ("sq(1.5)", "sq(1.5000001)"),  # a literal's bits
+        ("v * v", "v * v * v"),  # a callee's body
+        ("f32[8] {", "f32[8] { let _u = 0; "),  # (control: no change, see below)
+        ("x: f32[8]) -> f32[8]", "x: f32[4]) -> f32[4]"),  # a shape
+        ("(a: f32, x", "(b: f32, x"),  # a parameter name (inputs are bound by name)
+    ],
+)
+def test_fingerprint_follows_meaning(old: str, new: str) -> None:
+    changed = BASE.replace(old, new).replace("a * x", "b * x" if "(b:" in new else "a * x")
+    same = old == "f32[8] {"
+    assert (fp(changed) == fp(BASE)) is same
+
+
+def test_fingerprint_covers_dtypes() -> None:
+    f64 = BASE.replace("f32", "f64")
+    assert fp(f64) != fp(BASE)
+
+
+def test_literal_text_does_not_matter_only_its_bits() -> None:
+    assert fp(BASE.replace("1.5", "1.50000000001")) == fp(BASE)  # same f32
+    assert fp(BASE.replace("1.5", "15e-1")) == fp(BASE)

@@ -1,0 +1,193 @@
+"""The event-driven parser and the lossless tree: precedence, structure, events, recovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from kera.frontend import parse_source
+from kera.syntax.kinds import TRIVIA
+from kera.syntax.kinds import SyntaxKind as K
+from kera.syntax.lexer import lex
+from kera.syntax.parser import ERROR, FINISH, MAX_NESTING, START, TOKEN, parse
+from kera.syntax.tree import GreenNode, GreenToken, debug_tree, tree_bytes
+
+
+def sexp(g: GreenNode | GreenToken) -> str:
+    """The tree without trivia: ``(KIND child ...)``, tokens as their text."""
+    if isinstance(g, GreenToken):
+        return g.text.decode()
+    inner = [sexp(c) for c in g.children if not (isinstance(c, GreenToken) and c.kind in TRIVIA)]
+    return "(" + " ".join([K(g.kind).name, *inner]) + ")"
+
+
+def expr(src: str) -> str:
+    """The s-expression of the body value of ``fn f() -> f32 { src }``."""
+    tree = parse_source(f"fn f() -> f32 {{ {src} }}").tree
+    fn = tree.children[0]
+    assert isinstance(fn, GreenNode)
+    block = fn.children[-1]
+    assert isinstance(block, GreenNode) and block.kind == K.BLOCK
+    nodes = [c for c in block.children if isinstance(c, GreenNode)]
+    return sexp(nodes[-1])
+
+
+def bin_(a: str, op: str, b: str) -> str:
+    return f"(BIN_EXPR {a} {op} {b})"
+
+
+N = "(NAME_REF {})".format
+
+
+@pytest.mark.parametrize(
+    ("src", "tree"),
+    [
+        ("a + b * c", bin_(N("a"), "+", bin_(N("b"), "*", N("c")))),
+        ("a - b - c", bin_(bin_(N("a"), "-", N("b")), "-", N("c"))),
+        ("a || b && c", bin_(N("a"), "||", bin_(N("b"), "&&", N("c")))),
+        ("a & b == c", bin_(bin_(N("a"), "&", N("b")), "==", N("c"))),
+        ("a | b ^ c & d", bin_(N("a"), "|", bin_(N("b"), "^", bin_(N("c"), "&", N("d"))))),
+        ("a << b + c", bin_(N("a"), "<<", bin_(N("b"), "+", N("c")))),
+        ("-a * b", bin_("(PREFIX_EXPR - (NAME_REF a))", "*", N("b"))),
+        ("-x as f64", "(CAST_EXPR (PREFIX_EXPR - (NAME_REF x)) as (TENSOR_TYPE f64))"),
+        ("a * b as f32", bin_(N("a"), "*", "(CAST_EXPR (NAME_REF b) as (TENSOR_TYPE f32))")),
+        ("!a && ~b != c", bin_("(PREFIX_EXPR ! (NAME_REF a))", "&&", bin_("(PREFIX_EXPR ~ (NAME_REF b))", "!=", N("c")))),
+        ("f(x).0", "(FIELD_EXPR (CALL_EXPR (NAME_REF f) (ARG_LIST ( (NAME_REF x) ))) . 0)"),
+        ("(a)", "(PAREN_EXPR ( (NAME_REF a) ))"),
+        ("(a,)", "(TUPLE_EXPR ( (NAME_REF a) , ))"),
+        ("(a, 1)", "(TUPLE_EXPR ( (NAME_REF a) , (LITERAL 1) ))"),
+        ("sum(x, axis = 1)", "(CALL_EXPR (NAME_REF sum) (ARG_LIST ( (NAME_REF x) , (KWARG (NAME axis) = (LITERAL 1)) )))"),
+        ("g(shape = [4, 4])", "(CALL_EXPR (NAME_REF g) (ARG_LIST ( (KWARG (NAME shape) = (ARRAY_EXPR [ (LITERAL 4) , (LITERAL 4) ])) )))"),
+        ("{ let y: i32 = 1; y }", "(BLOCK { (LET_STMT let (NAME y) : (TENSOR_TYPE i32) = (LITERAL 1) ;) (NAME_REF y) })"),
+    ],
+)  # fmt: skip
+def test_precedence_and_shapes(src: str, tree: str) -> None:
+    assert expr(src) == tree
+
+
+def test_items_params_and_types() -> None:
+    src = "export fn f(x: f32[4, 16], n: i32) -> (f32[4], i32) { (x, n) }"
+    tree = parse_source(src).tree
+    assert sexp(tree) == (
+        "(SOURCE_FILE (FN_DEF export fn (NAME f) (PARAM_LIST ( (PARAM (NAME x) : (TENSOR_TYPE f32"
+        " (DIMS [ 4 , 16 ]))) , (PARAM (NAME n) : (TENSOR_TYPE i32)) )) (RET_TYPE -> (TUPLE_TYPE"
+        " ( (TENSOR_TYPE f32 (DIMS [ 4 ])) , (TENSOR_TYPE i32) ))) (BLOCK { (TUPLE_EXPR ("
+        " (NAME_REF x) , (NAME_REF n) )) })))"
+    )
+
+
+def test_trivia_placement_and_spans() -> None:
+    src = "  // lead\nfn f() -> f32 { a /* in */ + b }  // tail\n"
+    tree = parse_source(src).tree
+    assert tree_bytes(tree) == src.encode()
+    dump = debug_tree(tree)
+    assert dump.splitlines()[:3] == [
+        "SOURCE_FILE@0..52",
+        "  WHITESPACE@0..2 '  '",
+        "  LINE_COMMENT@2..9 '// lead'",
+    ]
+    assert "    BLOCK@24..42" in dump  # a node spans its first to its last token
+    assert "      BIN_EXPR@26..40" in dump
+    assert "        BLOCK_COMMENT@28..36 '/* in */'" in dump
+    assert dump.rstrip().endswith("WHITESPACE@51..52 '\\n'")
+
+
+def test_event_stream_is_well_nested_and_consumes_every_token() -> None:
+    src = b"fn f(a: f32) -> f32 { let q = a * 2.0 + -a; (q, a).0 }"
+    toks = lex(src)
+    result = parse(toks)
+    depth = tokens = 0
+    for tag, _, _ in result.events:
+        depth += {START: 1, FINISH: -1}.get(tag, 0)
+        tokens += tag == TOKEN
+        assert depth >= 0
+    assert depth == 0
+    assert tokens == sum(1 for k in toks.kinds if k not in TRIVIA)
+    assert result.events[0] == (START, K.SOURCE_FILE, 0)
+
+
+def errors(src: str) -> list[tuple[str, str, str]]:
+    """(code, message, the source text under the span) of each syntax diagnostic."""
+    result = parse_source(src)
+    assert tree_bytes(result.tree) == src.encode()
+    data = src.encode()
+    return [(d.code, d.message, data[d.start : d.end].decode()) for d in result.diagnostics]
+
+
+def test_missing_semicolon_paren_and_brace_are_reported_and_parsing_goes_on() -> None:
+    src = (
+        "fn a(x: f32) -> f32 { let y = x let z = y; z }\n"
+        "fn b(x: f32) -> f32 { abs(x }\n"
+        "fn c(x: f32) -> f32 { x \n"
+        "fn d(x: f32) -> f32 { x }\n"
+    )
+    assert [(c, m) for c, m, _ in errors(src)] == [
+        ("E0010", "expected ';', found 'let'"),
+        ("E0010", "expected ')', found '}'"),
+        ("E0010", "expected '}' after the block's value, found 'fn'"),
+    ]
+    fns = [g for g in parse_source(src).tree.children if isinstance(g, GreenNode)]
+    assert [g.kind for g in fns] == [K.FN_DEF] * 4  # all four functions are in the tree
+
+
+def test_error_spans() -> None:
+    assert errors("fn f() -> f32 { 1 + }") == [
+        ("E0010", "expected an expression after '+', found '}'", "")
+    ]
+    assert errors("fn f() -> f32 { let = 2; 1 }") == [
+        ("E0010", "expected a name after 'let', found '='", "")
+    ]
+    assert errors("x y fn f() -> f32 { 1 }") == [
+        ("E0010", "expected 'fn' or 'export fn', found identifier 'x'", "x")
+    ]
+    assert errors("fn f() -> f32 { ] 1 }") == [
+        ("E0010", "expected 'let' or an expression, found ']'", "]")
+    ]
+
+
+def test_unexpected_tokens_become_error_nodes() -> None:
+    tree = parse_source("fn f() -> f32 { ] 1 }").tree
+    assert "(ERROR ])" in sexp(tree)
+
+
+def test_chained_comparison() -> None:
+    assert errors("fn f() -> bool { a < b < c }") == [
+        (
+            "E0011",
+            "comparison operators cannot be chained; combine comparisons with '&&'",
+            "<",
+        )
+    ]
+
+
+def test_block_needs_a_value() -> None:
+    assert errors("fn f() -> f32 { let a = 1; }") == [
+        ("E0013", "a block ends with its value: add an expression before '}'", "}")
+    ]
+    assert errors("fn f() -> f32 { a; }")[0] == (
+        "E0010",
+        "an expression statement has no effect; bind it with 'let'",
+        ";",
+    )
+
+
+@pytest.mark.parametrize("open_,close", [("(", ")"), ("[", "]"), ("{", "}"), ("abs(", ")")])
+def test_deep_nesting_is_bounded_with_a_diagnostic(open_: str, close: str) -> None:
+    src = "fn f(x: f32) -> f32 { " + open_ * 10_000 + "x" + close * 10_000 + " }"
+    result = parse_source(src)
+    assert tree_bytes(result.tree) == src.encode()
+    assert [d.code for d in result.diagnostics] == ["E0012"]
+    assert result.diagnostics[0].message == (
+        f"brackets nested more than {MAX_NESTING} deep; use let bindings"
+    )
+
+
+def test_long_chains_and_prefix_runs_parse_iteratively() -> None:
+    for body in ("x" + " + x" * 20_000, "-" * 20_000 + "x", "x" + ".0" * 5_000):
+        result = parse_source("fn f(x: f32) -> f32 { " + body + " }")
+        assert not result.diagnostics
+
+
+def test_error_events_index_the_diagnostics() -> None:
+    result = parse(lex(b"fn f( -> { }"))
+    idx = [a for tag, a, _ in result.events if tag == ERROR]
+    assert idx == list(range(len(result.diagnostics))) and idx
