@@ -24,11 +24,12 @@ Nodes are immutable and interned: building a node identical to a live one return
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,6 +101,35 @@ def normalize_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, AttrValue], ..
     return tuple(out)
 
 
+# Encoding pieces that repeat on every node are computed once.  The canonical bytes are
+# exactly those described in the module docstring; these caches only avoid re-encoding.
+_NODE_PREFIX = {op: DOMAIN_NODE + _u16(SCHEMA_VERSION) + enc_str(op.value) + _u32(1) for op in Op}
+_set = object.__setattr__
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_bytes(t: TensorType) -> bytes:
+    return enc_type(t)
+
+
+def _attr_bytes(items: tuple[tuple[str, AttrValue], ...]) -> bytes:
+    if not items:
+        return b"\0\0\0\0"
+    return _u32(len(items)) + b"".join(enc_str(k) + enc_attr_value(v) for k, v in items)
+
+
+#: hash -> weak reference to the live node with that hash (identity = content)
+_INTERNED: dict[bytes, weakref.ref[Node]] = {}
+
+
+def _forget(h: bytes) -> Callable[[weakref.ref[Node]], None]:
+    def dead(ref: weakref.ref[Node]) -> None:
+        if _INTERNED.get(h) is ref:  # a newer node with the same content may be there already
+            del _INTERNED[h]
+
+    return dead
+
+
 class Node:
     """One operation with one output.  Immutable, interned; compare nodes with ``is``."""
 
@@ -111,8 +141,6 @@ class Node:
     attr_items: tuple[tuple[str, AttrValue], ...]
     hash: bytes
 
-    _interned: ClassVar[weakref.WeakValueDictionary[bytes, Node]] = weakref.WeakValueDictionary()
-
     def __new__(
         cls,
         op: Op,
@@ -120,32 +148,28 @@ class Node:
         inputs: tuple[Node, ...],
         attr_items: tuple[tuple[str, AttrValue], ...],
     ) -> Node:
-        body = b"".join(
-            [
-                _u16(SCHEMA_VERSION),
-                enc_str(op.value),
-                _u32(1),
-                enc_type(type),
-                _u32(len(inputs)),
-                *(i.hash for i in inputs),
-                _u32(len(attr_items)),
-                *(enc_str(k) + enc_attr_value(v) for k, v in attr_items),
-            ]
-        )
-        h = hashlib.sha3_256(DOMAIN_NODE + body).digest()
-        found = cls._interned.get(h)
+        h = hashlib.sha3_256(
+            b"".join(
+                [
+                    _NODE_PREFIX[op],
+                    _type_bytes(type),
+                    _u32(len(inputs)),
+                    *[i.hash for i in inputs],
+                    _attr_bytes(attr_items),
+                ]
+            )
+        ).digest()
+        ref = _INTERNED.get(h)
+        found = ref() if ref is not None else None
         if found is not None:
             return found
         self = object.__new__(cls)
-        for name, value in (
-            ("op", op),
-            ("type", type),
-            ("inputs", inputs),
-            ("attr_items", attr_items),
-            ("hash", h),
-        ):
-            object.__setattr__(self, name, value)
-        cls._interned[h] = self
+        _set(self, "op", op)
+        _set(self, "type", type)
+        _set(self, "inputs", inputs)
+        _set(self, "attr_items", attr_items)
+        _set(self, "hash", h)
+        _INTERNED[h] = weakref.ref(self, _forget(h))
         return self
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -182,15 +206,20 @@ class Node:
 
 def make_node(op: Op | str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None) -> Node:
     """Build (or find) a node, inferring its type; raises TypeRuleError on a typing error."""
-    op = Op(op)
-    items = normalize_attrs(attrs or {})
-    if op in (Op.PARAM, Op.CONST):
+    op = op if type(op) is Op else Op(op)
+    items = normalize_attrs(attrs) if attrs else ()
+    if op is Op.PARAM or op is Op.CONST:
         raise IRError(f"use param()/const() to make a {op} node")
-    t = infer(op, [i.type for i in inputs], dict(items))
+    t = infer(op, [i.type for i in inputs], dict(items) if items else _NO_ATTRS)
     return Node(op, t, tuple(inputs), items)
 
 
+_NO_ATTRS: Mapping[str, AttrValue] = {}
+
+
 def param(index: int, name: str, dtype: DType, shape: Sequence[int] = ()) -> Node:
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise IRError(f"parameter index must be a non-negative integer, got {index!r}")
     t = TensorType(dtype, check_shape(tuple(shape)))
     return Node(Op.PARAM, t, (), normalize_attrs({"index": index, "name": name}))
 

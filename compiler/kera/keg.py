@@ -28,6 +28,7 @@ naming the section and byte offset.
 
 from __future__ import annotations
 
+import gc
 import struct
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -198,6 +199,16 @@ def _items(r: _Reader, what: str, min_record: int, read: Callable[[int], T]) -> 
 
 def loads(data: bytes) -> Graph:
     """Parse and verify a .keg file; raise KegError on anything wrong with it."""
+    enabled = gc.isenabled()
+    gc.disable()  # every object built here stays alive: cyclic GC passes are pure cost
+    try:
+        return _loads(data)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _loads(data: bytes) -> Graph:
     if len(data) > MAX_FILE:
         raise KegError("header", 0, f"file of {len(data)} bytes exceeds the {MAX_FILE}-byte limit")
     bounds = _header(data)
@@ -339,16 +350,30 @@ def _nodes(
     attrs: list[tuple[tuple[str, AttrValue], ...]],
 ) -> list[Node]:
     nodes: list[Node] = []
+    seen: set[tuple[int, int, int, tuple[int, ...]]] = set()
+    budget = [16 * len(r.data) + (1 << 20)]  # bytes of attributes hashed, at most
 
     def one(i: int) -> Node:
         at = r.pos
-        name = strings[r.index("opcode", len(strings))]
+        op_ix = r.index("opcode", len(strings))
+        name = strings[op_ix]
         if name not in Op._value2member_map_:
             raise r.fail(f"node {i} has unknown opcode '{name}'", at)
         op = Op(name)
-        t = types[r.index("node type", len(types))]
-        items = attrs[r.index("attribute set", len(attrs))]
-        ins = tuple(nodes[r.index("input node", i)] for _ in range(r.count("input", 4)))
+        t_ix = r.index("node type", len(types))
+        a_ix = r.index("attribute set", len(attrs))
+        in_ix = tuple(r.index("input node", i) for _ in range(r.count("input", 4)))
+        key = (op_ix, t_ix, a_ix, in_ix)
+        if key in seen:  # a canonical file never repeats a node; repeats would be re-hashed
+            raise r.fail(f"node {i} repeats an earlier node", at)
+        seen.add(key)
+        t, items = types[t_ix], attrs[a_ix]
+        budget[0] -= sum(len(v) for _, v in items if isinstance(v, bytes))
+        if budget[0] < 0:
+            raise r.fail(
+                "attribute data is referenced far more often than a canonical file allows", at
+            )
+        ins = tuple(nodes[j] for j in in_ix)
         try:
             _verify(op, t, ins, items)
         except (TypeRuleError, IRError) as e:
@@ -367,7 +392,9 @@ def _verify(
     attrs = dict(items)
     if op in (Op.PARAM, Op.CONST):
         schema = ATTRS[op]
-        if set(attrs) != set(schema) or not all(isinstance(attrs[k], v) for k, v in schema.items()):
+        if set(attrs) != set(schema) or not all(
+            isinstance(attrs[k], v) and not isinstance(attrs[k], bool) for k, v in schema.items()
+        ):
             raise IRError(f"attributes must be exactly {sorted(schema)}")
         if ins:
             raise IRError("takes no operands")
@@ -376,7 +403,7 @@ def _verify(
             assert isinstance(value, bytes)
             if len(value) != t.size * t.dtype.nbytes:
                 raise IRError(f"constant of type {t} has {len(value)} bytes")
-            if t.dtype is DType.BOOL and any(b > 1 for b in value):
+            if t.dtype is DType.BOOL and value.translate(None, b"\x00\x01"):
                 raise IRError("a bool constant holds only bytes 0 and 1")
         return
     inferred = infer(op, [i.type for i in ins], attrs)

@@ -9,7 +9,7 @@ import pytest
 
 from kera import keg
 from kera.dtypes import DType
-from kera.ir import FunctionBuilder, Graph
+from kera.ir import FunctionBuilder, Graph, IRError, param
 from kera.keg import KegError, dumps, loads
 
 
@@ -97,3 +97,37 @@ def test_type_mismatch_in_node_is_caught() -> None:
     forged[types_offset + 4] = DType.U32.code
     with pytest.raises(KegError):
         loads(bytes(forged))
+
+
+def rebuild(data: bytes, section: int, body: bytes) -> bytes:
+    """A .keg with one section's body replaced and the section table fixed up."""
+    bodies = []
+    for i in range(len(keg.SECTIONS)):
+        _, off, length = struct.unpack_from("<IQQ", data, keg.HEADER + 20 * i)
+        bodies.append(data[off : off + length])
+    bodies[section] = body
+    out = bytearray(data[: keg.HEADER])
+    offset = keg.HEADER + keg.TABLE
+    for i, b in enumerate(bodies):
+        out += struct.pack("<IQQ", i + 1, offset, len(b))
+        offset += len(b)
+    return bytes(out) + b"".join(bodies)
+
+
+def test_repeated_node_records_are_rejected() -> None:
+    b = FunctionBuilder("c")
+    data = dumps(Graph([b.build(b.const(np.arange(4, dtype=np.int32), DType.I32, [4]))]))
+    nodes_ix = keg.SECTIONS.index("nodes")
+    _, off, length = struct.unpack_from("<IQQ", data, keg.HEADER + 20 * nodes_ix)
+    (count,) = struct.unpack_from("<I", data, off)
+    record = data[off + 4 : off + length]
+    assert count == 1
+    forged = rebuild(data, nodes_ix, struct.pack("<I", 2) + record + record)
+    with pytest.raises(KegError, match="repeats an earlier node") as e:
+        loads(forged)
+    assert e.value.section == "nodes"
+
+
+def test_bool_parameter_index_is_rejected() -> None:
+    with pytest.raises(IRError, match="non-negative integer"):
+        param(True, "x", DType.I32)
