@@ -157,21 +157,19 @@ class _CBackend:
         raise NotImplementedError
 
     def _build_groups(self, fns: Mapping[str, Function]) -> dict[str, _Built | Exception]:
-        """Entry symbol -> (artifact, index of the entry in it): one artifact for the batch, or,
-        when that build fails, one per function (a function that fails alone gets its error)."""
+        """Entry symbol -> (artifact, index of the entry in it): one artifact for the batch; if
+        gcc fails on it, the batch is bisected, so a function that fails alone gets its error
+        and the others still share a few artifacts (O(failures x log n) extra builds)."""
         try:
             art = self._build(fns)
             return {f"kera_{k}": (art, i) for i, k in enumerate(fns)}
-        except BackendError as batch_error:
+        except BackendError as e:
             if len(fns) == 1:
-                return {f"kera_{k}": batch_error for k in fns}
-        out: dict[str, _Built | Exception] = {}
-        for k, fn in fns.items():
-            try:
-                out[f"kera_{k}"] = (self._build({k: fn}), 0)
-            except BackendError as e:
-                out[f"kera_{k}"] = e
-        return out
+                return {f"kera_{k}": e for k in fns}
+        keys = list(fns)
+        half = len(keys) // 2
+        out = self._build_groups({k: fns[k] for k in keys[:half]})
+        return out | self._build_groups({k: fns[k] for k in keys[half:]})
 
     def artifacts(self, fn: Function) -> dict[str, str]:
         return c.emit([fn], isa=self.isa, name=c.c_ident(fn.name)).files()

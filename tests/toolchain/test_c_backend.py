@@ -28,6 +28,7 @@ from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, Node
 from kera.ops import TypeRuleError
+from keracheck.backend import BackendError
 from keracheck.targets.cpu import CpuTarget, QemuTarget
 
 pytestmark = pytest.mark.toolchain
@@ -611,3 +612,60 @@ def test_c_program_links_and_guards_the_fp_environment(target: str, tmp_path: Pa
     assert out[6] == "rc=0"
     if arch != "riscv64":  # RISC-V has no flush-to-zero mode to guard against
         assert out[7] == "ftz_rc=1"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", TARGETS)
+def test_fma_edge_biased(target: str) -> None:
+    """100k edge-biased fma cases per width (a third cancelling), against the interpreter (whose
+    fma is checked against SoftFloat): glibc's fma/fmaf on SSE2-only builds, VFMADD, FMADD and
+    RISC-V fmadd all round once."""
+    t = usable(target)
+    rng = np.random.default_rng(11)
+    cases = []
+    for dt in (D.F32, D.F64):
+        n = 100_000
+        a = edge_bits(rng, n, dt.bits)
+        b = partner_bits(rng, a, dt.bits)
+        with np.errstate(all="ignore"):
+            p = a.view(dt.np) * b.view(dt.np)
+        near = (-p).view(dt.uint) + rng.integers(-3, 4, n).astype(dt.uint)
+        cc = np.where(rng.integers(0, 3, n) == 0, near, edge_bits(rng, n, dt.bits))
+        fn = _fn(f"fma_edge_{dt}", "abc", dt, lambda bl, x, y, z: (bl.op("fma", x, y, z),))
+        ins = {"a": a.view(dt.np), "b": b.view(dt.np), "c": cc.view(dt.np)}
+        cases.append((fn.name, fn, ins, interpret(fn, ins)))
+    got = t.run_many([(fn, ins) for _, fn, ins, _ in cases])
+    bad = [
+        m
+        for (name, fn, ins, want), g in zip(cases, got, strict=True)
+        for m in mismatches(name, fn, ins, g, want)
+    ]
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_a_function_that_fails_to_build_costs_only_its_cases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batch build is bisected: the failing function's cases get the error, the rest run."""
+    t = usable("cpu")
+    fns = [_unop(op, D.I32) for op in ("neg", "abs", "not")] + [_binop("add", D.I32)]
+    poison = fns[1]
+    real = CpuTarget._build
+    builds: list[int] = []
+
+    def build(self: CpuTarget, group: Any) -> Path:
+        builds.append(len(group))
+        if any(fn is poison for fn in group.values()):
+            raise BackendError("gcc failed (simulated)")
+        return real(self, group)
+
+    monkeypatch.setattr(CpuTarget, "_build", build)
+    x = np.array([1, -2, 2**31 - 1], dtype=np.int32)
+    cases = [(fn, {p: x for p in fn.param_names()}) for fn in fns]
+    out = t.run_many(cases)
+    assert isinstance(out[1], Exception) and "simulated" in str(out[1])
+    for (fn, ins), got in zip(cases, out, strict=True):
+        if fn is not poison:
+            assert not isinstance(got, Exception)
+            assert bits_of(got[0]).tolist() == bits_of(interpret(fn, ins)[0]).tolist()
+    assert builds == [4, 2, 1, 1, 2]

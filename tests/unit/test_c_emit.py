@@ -280,3 +280,51 @@ def test_driver_source_dispatches_every_entry() -> None:
     assert (
         "{k_call1, 3, 5, (const size_t[]){48, 24, 20}, (const size_t[]){16, 24, 8, 16, 4}}" in text
     )
+
+
+# ------------------------------------------------------------------------------ targets (no tools)
+
+
+def test_isa_availability_names_the_missing_cpu_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    from keracheck.targets import cpu
+
+    monkeypatch.setattr(cpu, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(cpu, "_cpu_flags", lambda: frozenset({"sse2", "avx", "avx2", "fma"}))
+    assert cpu.isa_problem("sse2") is None and cpu.isa_problem("scalar") is None
+    assert cpu.isa_problem("avx2") == (
+        "host CPU lacks avx2 (no bmi1 bmi2 f16c abm movbe xsave in /proc/cpuinfo)"
+    )
+    assert "avx512f" in str(cpu.isa_problem("avx512"))
+    assert cpu.best_isa() == "sse2"
+    assert cpu.CpuTarget().isa == "sse2" and cpu.CpuTarget().name == "cpu"
+    monkeypatch.setattr(cpu, "host_arch", lambda: "aarch64")
+    assert cpu.isa_problem("avx2") == "avx2 needs an x86_64 host; this one is aarch64"
+    assert cpu.best_isa() == "neon"
+
+
+def test_missing_tools_make_targets_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from keracheck.targets import cpu
+
+    monkeypatch.setattr(shutil, "which", lambda exe: None)
+    host, arm = cpu.CpuTarget("scalar"), cpu.QemuTarget("riscv64")
+    assert host.available() == "gcc not on PATH: apt-get install gcc"
+    assert arm.available() == (
+        "riscv64-linux-gnu-gcc not on PATH: apt-get install gcc-riscv64-linux-gnu"
+    )
+    (err,) = host.run_many([(saxpy(), {})])
+    assert isinstance(err, Exception) and "unavailable" in str(err)
+    with pytest.raises(ValueError, match="unknown architecture"):
+        cpu.QemuTarget("mips")
+
+
+def test_registry_factories() -> None:
+    from keracheck.backend import API_VERSION, Backend
+    from keracheck.targets import cpu, instantiate
+
+    for tid, spec in cpu.REGISTRY.items():
+        backend = instantiate(spec)
+        assert isinstance(backend, Backend) and backend.api_version == API_VERSION
+        assert backend.name == tid
+        assert backend.supported_ops() == c.SUPPORTED
