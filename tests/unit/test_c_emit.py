@@ -328,3 +328,18 @@ def test_registry_factories() -> None:
         assert isinstance(backend, Backend) and backend.api_version == API_VERSION
         assert backend.name == tid
         assert backend.supported_ops() == c.SUPPORTED
+
+
+def test_write_for_kerac_emit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kera.ir import Graph
+
+    graph = Graph([saxpy(), reductions()])
+    written = c.write(graph, str(tmp_path / "out"))
+    assert sorted(p.name for p in written) == ["kera.c", "kera.h"]
+    assert "int kera_reductions(" in (tmp_path / "out" / "kera.h").read_text()
+    c.write(graph, str(tmp_path / "model.c"), isa="avx2")
+    assert '#include "model.h"' in (tmp_path / "model.c").read_text()
+    assert (tmp_path / "model.h").exists()
+    c.write(graph, None)
+    printed = capsys.readouterr().out
+    assert printed.startswith("/* kera.h") and "int kera_saxpy(size_t n" in printed

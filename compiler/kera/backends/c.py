@@ -44,11 +44,12 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
+from pathlib import Path
 
 import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
-from kera.ir import Function, Node, const_value
+from kera.ir import Function, Graph, Node, const_value
 from kera.ops import COMPARE, Op, Shape
 
 #: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
@@ -620,6 +621,30 @@ def emit(
         ]
     )
     return CSource(name, isa, c, header, {s: f.name for s, f in fns.items()})
+
+
+def write(graph: Graph, output: str | None, isa: str = "scalar") -> list[Path]:
+    """``kerac emit --target c``: every export of ``graph`` as ``<name>.c`` + ``<name>.h``.
+
+    ``output``: a directory (created; files ``kera.c``, ``kera.h``), a path ending in ``.c``
+    (the header goes beside it, same stem), or None (header then source on stdout).
+    Returns the paths written."""
+    if output is None:
+        src = emit(graph.functions.values(), isa=isa)
+        print(src.h + "\n" + src.c, end="")
+        return []
+    out = Path(output)
+    if out.suffix == ".c":
+        folder, name = out.parent, c_ident(out.stem)
+    else:
+        folder, name = out, "kera"
+    folder.mkdir(parents=True, exist_ok=True)
+    src = emit(graph.functions.values(), isa=isa, name=name)
+    paths = []
+    for filename, text in src.files().items():
+        (folder / filename).write_text(text)
+        paths.append(folder / filename)
+    return paths
 
 
 def _prelude(lanes: int) -> str:
