@@ -71,15 +71,23 @@ def parse_source(text: str | bytes) -> SyntaxResult:
 
 
 def check_tree(syntax: SyntaxResult) -> tuple[list[Function], list[Diagnostic]]:
-    """Check every function; the IR functions of the valid exports, and the diagnostics."""
+    """Check every function; the IR functions of the valid exports, and the diagnostics.
+
+    Exports are built first.  A helper that some call has already expanded was checked there
+    (with arguments of its parameter types, so with the same diagnostics); the others are
+    checked on their own, with their parameters.
+    """
     reporter = Reporter(LineIndex(syntax.tokens.data))
     sigs = collect(syntax.root, reporter)
     builder = Builder(sigs, reporter)
     exports: list[Function] = []
     for sig in sigs.values():
-        fn = builder.function(sig)
-        if fn is not None and sig.export:
+        fn = builder.function(sig) if sig.export else None
+        if fn is not None:
             exports.append(fn)
+    for sig in sigs.values():
+        if not sig.export and sig.name not in builder.expanded:
+            builder.function(sig)
     return exports, reporter.diagnostics
 
 

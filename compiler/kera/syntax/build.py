@@ -196,6 +196,7 @@ class Builder:
         self.consts: dict[tuple[literals.Literal, DType], Node | None] = {}
         self.active: list[str] = []  # the functions being expanded, outermost first
         self.recursion_sites: set[Span] = set()
+        self.expanded: set[str] = set()  # functions whose body some call has evaluated
         self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
             K.BLOCK: self.block,
             K.BIN_EXPR: self.binary,
@@ -488,6 +489,7 @@ class Builder:
         body = sig.body
         assert body is not None
         self.active.append(sig.name)
+        self.expanded.add(sig.name)
         value = yield body, env
         self.active.pop()
         result = self.results(value, sig)

@@ -36,6 +36,8 @@ START, TOKEN, FINISH, ERROR = 0, 1, 2, 3
 Event = tuple[int, int, int]
 TOKEN_EVENT: Event = (TOKEN, 0, 0)
 FINISH_EVENT: Event = (FINISH, 0, 0)
+START_EVENTS: dict[int, Event] = {k: (START, k, 0) for k in SyntaxKind}  # shared, immutable
+TOMBSTONE_EVENT = START_EVENTS[SyntaxKind.TOMBSTONE]
 MAX_NESTING = 100
 
 #: binary operator -> binding power (higher binds tighter); all left-associative except the
@@ -71,6 +73,7 @@ EXPR_START = frozenset(
         *PREFIX_OPS,
     }
 )
+LITERALS = frozenset({K.INT_NUMBER, K.FLOAT_NUMBER, K.TRUE_KW, K.FALSE_KW})
 CLOSERS = {K.L_PAREN: K.R_PAREN, K.L_BRACK: K.R_BRACK, K.L_BRACE: K.R_BRACE}
 ITEM_START = frozenset({K.FN_KW, K.EXPORT_KW})
 #: tokens an expression error does not swallow: they close or start an enclosing construct
@@ -98,6 +101,7 @@ class Parser:
         self.sig = sig
         self.kinds = [tokens.kinds[i] for i in sig] + [K.EOF]
         self.pos = 0
+        self.end = len(sig)
         self.depth = 0
         self.events: list[Event] = []
         self.forward: dict[int, int] = {}
@@ -114,7 +118,7 @@ class Parser:
         return self.kinds[self.pos] == kind
 
     def bump(self) -> None:
-        if self.kinds[self.pos] != K.EOF:
+        if self.pos < self.end:  # the EOF sentinel is never consumed
             self.events.append(TOKEN_EVENT)
             self.pos += 1
 
@@ -139,12 +143,21 @@ class Parser:
 
     # -- markers
     def start(self) -> int:
-        self.events.append((START, K.TOMBSTONE, 0))
-        return len(self.events) - 1
+        events = self.events
+        events.append(TOMBSTONE_EVENT)
+        return len(events) - 1
 
     def complete(self, marker: int, kind: int) -> int:
-        self.events[marker] = (START, kind, 0)
+        self.events[marker] = START_EVENTS[kind]
         self.events.append(FINISH_EVENT)
+        return marker
+
+    def leaf(self, kind: int) -> int:
+        """A node holding just the current token (a literal or a name), completed."""
+        events = self.events
+        marker = len(events)
+        events += (START_EVENTS[kind], TOKEN_EVENT, FINISH_EVENT)
+        self.pos += 1
         return marker
 
     def precede(self, completed: int) -> int:
@@ -515,14 +528,10 @@ def postfix(p: Parser) -> int | None:
 
 def primary(p: Parser) -> int | None:
     k = p.current()
-    if k in (K.INT_NUMBER, K.FLOAT_NUMBER, K.TRUE_KW, K.FALSE_KW):
-        m = p.start()
-        p.bump()
-        return p.complete(m, K.LITERAL)
     if k == K.IDENT:
-        m = p.start()
-        p.bump()
-        return p.complete(m, K.NAME_REF)
+        return p.leaf(K.NAME_REF)
+    if k in LITERALS:
+        return p.leaf(K.LITERAL)
     if k == K.L_PAREN:
         return paren_or_tuple(p)
     if k == K.L_BRACE:
