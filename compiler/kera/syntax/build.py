@@ -42,9 +42,9 @@ from typing import Any
 from kera import mathlib
 from kera.dtypes import DType
 from kera.ir import Function, IRError, Node, const_bytes, make_node, param
-from kera.ops import ARITY, AttrValue, Op, TensorType, TypeRuleError
+from kera.ops import ARITY, FLOAT_ONLY, AttrValue, Op, TensorType, TypeRuleError
 from kera.syntax import literals
-from kera.syntax.check import BUILTIN_NAMES, DTYPES, Reporter, Signature, reserved
+from kera.syntax.check import BUILTIN_NAMES, DTYPES, Reporter, Signature, reserved, resolve_type
 from kera.syntax.kinds import SyntaxKind
 from kera.syntax.tree import (
     ArrayExpr,
@@ -113,6 +113,7 @@ ELEMENTWISE_BUILTINS: dict[str, ElemOp] = {
     **{name: _e(Op(name), name) for name in ("min", "max", "copysign", "fma")},
     "select": _e(Op.SELECT, "select", dtype_args=(1, 2)),
 }
+NUMBERS = (K.INT_NUMBER, K.FLOAT_NUMBER)
 #: builtins whose operands share one dtype without broadcasting
 UNIFIED_BUILTINS = frozenset({Op.DOT, Op.MATMUL, Op.CONCAT})
 OTHER_BUILTINS: dict[str, Op] = {
@@ -152,7 +153,8 @@ class Deferred:
         self.is_float: bool = (
             lit.is_float
             if lit is not None
-            else any(isinstance(a, Deferred) and a.is_float for a in args)
+            else (op is not None and op.op in FLOAT_ONLY)  # sqrt(2) is an f32 by default
+            or any(isinstance(a, Deferred) and a.is_float for a in args)
         )
 
     @property
@@ -182,7 +184,7 @@ class Tup:
 Value = Node | Deferred | Tup | None
 _VALUES = (Node, Deferred, Tup)
 Env = dict[str, Value]
-Request = tuple[SyntaxNode, Env]
+Request = tuple[SyntaxNode | None, Env]  # None: a part a syntax error left missing
 Handler = Generator[Request, Value, Value]
 
 
@@ -193,7 +195,7 @@ class Builder:
         self.sigs = sigs
         self.r = r
         self.memo: dict[tuple[Any, ...], tuple[tuple[Node, ...], Value]] = {}
-        self.consts: dict[tuple[literals.Literal, DType], Node | None] = {}
+        self.consts: dict[tuple[literals.Literal, DType], Node] = {}
         self.active: list[str] = []  # the functions being expanded, outermost first
         self.recursion_sites: set[Span] = set()
         self.expanded: set[str] = set()  # functions whose body some call has evaluated
@@ -208,7 +210,7 @@ class Builder:
         }
 
     # ------------------------------------------------------------------ driver
-    def run(self, node: SyntaxNode, env: Env) -> Value:
+    def run(self, node: SyntaxNode | None, env: Env) -> Value:
         first = self.start(node, env)
         if first is None or isinstance(first, _VALUES):
             return first
@@ -266,17 +268,15 @@ class Builder:
         return Deferred(span, lit=lit)
 
     def const(self, lit: literals.Literal, dtype: DType, span: Span) -> Node | None:
-        key = (lit, dtype)
-        if key in self.consts:
-            node = self.consts[key]
-            if node is not None:
-                return node
+        """The scalar constant of ``lit`` in ``dtype`` (cached), or an E0301/E0302 at span."""
+        node = self.consts.get((lit, dtype))
+        if node is not None:
+            return node
         try:
             node = const_bytes(literals.encode(lit, dtype), dtype, ())
         except literals.LiteralError as e:
-            node = None
-            self.r.error(e.code, e.message, span)
-        self.consts[key] = node
+            return self.r.error(e.code, e.message, span)
+        self.consts[lit, dtype] = node
         return node
 
     def name(self, node: NameRef, env: Env) -> Value:
@@ -288,7 +288,7 @@ class Builder:
             return self.r.error("E0305", f"'{name}' is a type, not a value", tok.span)
         if name in BUILTIN_NAMES or name in self.sigs:
             return self.r.error("E0101", f"'{name}' is a function; call it: {name}(...)", tok.span)
-        hint = difflib.get_close_matches(name, [k for k in env if isinstance(k, str)], 1)
+        hint = difflib.get_close_matches(name, list(env), 1)
         more = f"; did you mean '{hint[0]}'?" if hint else ""
         return self.r.error("E0101", f"unknown name '{name}'{more}", tok.span)
 
@@ -320,8 +320,6 @@ class Builder:
         scope[tok.text] = value
 
     def annotation(self, tnode: SyntaxNode) -> TensorType | None:
-        from kera.syntax.check import resolve_type
-
         t = resolve_type(tnode, self.r)
         if isinstance(t, list):
             return self.r.error("E0309", "a let binding has one type, not a tuple", tnode.span)
@@ -329,31 +327,22 @@ class Builder:
 
     # ------------------------------------------------------------- expressions
     def prefix(self, node: PrefixExpr, env: Env) -> Handler:
-        operand = node.operand()
-        op = node.op()
-        if (
-            op == K.MINUS
-            and isinstance(operand, Literal)
-            and operand.tok().kind
-            in (
-                K.INT_NUMBER,
-                K.FLOAT_NUMBER,
-            )
-        ):
-            return self.literal(operand, True, node.span)
-        value = yield operand, env  # type: ignore[misc]
+        op, operand = node.op(), node.operand()
+        if op == K.MINUS and isinstance(operand, Literal) and operand.tok().kind in NUMBERS:
+            return self.literal(operand, True, node.span)  # -1 is one literal, not neg(1)
+        value = yield operand, env
         return self.elementwise(PREFIX_OPS[op], [value], node.span)
 
     def binary(self, node: BinExpr, env: Env) -> Handler:
         lhs, rhs = node.operands()
-        a = yield lhs, env  # type: ignore[misc]
-        b = yield rhs, env  # type: ignore[misc]
+        a = yield lhs, env
+        b = yield rhs, env
         if lhs is None or rhs is None:
             return None
         return self.elementwise(BINARY_OPS[node.op().kind], [a, b], node.span)
 
     def cast(self, node: CastExpr, env: Env) -> Handler:
-        value = yield node.operand(), env  # type: ignore[misc]
+        value = yield node.operand(), env
         target = self.cast_target(node.type())
         if value is None or target is None:
             return None
@@ -402,7 +391,7 @@ class Builder:
         return Tup(tuple(v for v in items if isinstance(v, Node | Deferred)))
 
     def field(self, node: FieldExpr, env: Env) -> Handler:
-        base = yield node.base(), env  # type: ignore[misc]
+        base = yield node.base(), env
         tok = node.index()
         if base is None or tok is None:
             return None
@@ -550,11 +539,11 @@ class Builder:
 
     def math(self, name: str, value: Value, span: Span) -> Value:
         fn = MATH_BUILTINS[name]
-        nodes = self.materialize_all([value], unify=False)
-        if nodes is None:
+        node = self.materialize(value, DType.F32) if isinstance(value, Deferred) else value
+        if not isinstance(node, Node):
             return None
         try:
-            return fn(nodes[0])
+            return fn(node)
         except TypeRuleError as e:
             return self.r.error(e.code, e.message, span)
 
