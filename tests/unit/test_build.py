@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kera import mathlib
+from kera import keg, mathlib
 from kera.dtypes import DType
 from kera.frontend import compile_source, render_diagnostics
 from kera.interp import interpret
@@ -286,3 +286,11 @@ def test_fingerprint_covers_dtypes() -> None:
 def test_literal_text_does_not_matter_only_its_bits() -> None:
     assert fp(BASE.replace("1.5", "1.50000000001")) == fp(BASE)  # same f32
     assert fp(BASE.replace("1.5", "15e-1")) == fp(BASE)
+
+
+def test_built_graphs_survive_keg_with_their_fingerprints() -> None:
+    graph = build(BASE + "export fn g(x: i32[3]) -> (i32[3], bool) { (x << 2, true) }\n")
+    again = keg.loads(keg.dumps(graph))
+    assert {n: f.fingerprint for n, f in again.functions.items()} == {
+        n: f.fingerprint for n, f in graph.functions.items()
+    }

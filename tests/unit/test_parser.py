@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kera.frontend import parse_source
@@ -191,3 +193,14 @@ def test_error_events_index_the_diagnostics() -> None:
     result = parse(lex(b"fn f( -> { }"))
     idx = [a for tag, a, _ in result.events if tag == ERROR]
     assert idx == list(range(len(result.diagnostics))) and idx
+
+
+def test_corpus_round_trips_byte_for_byte() -> None:
+    corpus = Path(__file__).parents[2] / "corpora"
+    paths = sorted(corpus.rglob("*.kera"))
+    if not paths:
+        pytest.skip("no .kera files in corpora/")
+    for path in paths:
+        data = path.read_bytes()
+        result = parse_source(data)
+        assert tree_bytes(result.tree) == data, path
