@@ -1,0 +1,136 @@
+"""Verilator runner: lint (``--lint-only -Wall``) and batch simulation binaries (``--binary``).
+
+:class:`Verilator` holds the PATH check, the argv builders and the steps.  Builds are cached by
+content: :meth:`Verilator.build` hashes the Verilator version, the argv template and every
+source file's bytes, and reuses ``<cache>/verilator/<hash>/sim`` when it exists, so one design
+is compiled once per machine (the cache root is ``$KERACHECK_CACHE`` or
+``~/.cache/keracheck``).  A failing step raises :class:`keracheck.backend.BackendError` with
+Verilator's messages.  Debian's Verilator 5.006 is the reference version; ``--timing`` is
+passed because test benches use delays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from keracheck.backend import BackendError
+
+INSTALL = "apt-get install verilator"
+EXE = "sim"
+
+
+def cache_root() -> Path:
+    """``$KERACHECK_CACHE`` or ``~/.cache/keracheck``."""
+    env = os.environ.get("KERACHECK_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "keracheck"
+
+
+class Verilator:
+    """Verilator 5 (``verilator`` on PATH, plus a C++ compiler and make for builds)."""
+
+    name = "verilator"
+
+    def available(self) -> str | None:
+        """None when the tools are on PATH, else the reason and the install command."""
+        for tool, fix in (("verilator", INSTALL), ("make", "apt-get install make")):
+            if shutil.which(tool) is None:
+                return f"{tool} not on PATH: {fix}"
+        if shutil.which("g++") is None and shutil.which("clang++") is None:
+            return "no C++ compiler on PATH: apt-get install g++"
+        return None
+
+    def version(self) -> str:
+        """``verilator --version`` ("Verilator 5.006 2023-01-22 rev (Debian 5.006-3)")."""
+        return _run(["verilator", "--version"], cwd=None, timeout=30, check=False).strip()
+
+    def lint_argv(
+        self, sources: Sequence[Path], top: str, params: Mapping[str, int] | None = None
+    ) -> list[str]:
+        """``verilator --lint-only -Wall`` of ``sources`` rooted at ``top``."""
+        argv = ["verilator", "--lint-only", "-Wall", "--top-module", top]
+        argv += [f"-G{name}={value}" for name, value in (params or {}).items()]
+        return argv + [str(s) for s in sources]
+
+    def lint(
+        self, sources: Sequence[Path], top: str, params: Mapping[str, int] | None = None
+    ) -> str:
+        """Lint; returns the diagnostics, "" when clean (every warning is reported)."""
+        self._require()
+        proc = subprocess.run(
+            self.lint_argv(sources, top, params),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        text = (proc.stdout + proc.stderr).strip()
+        return text if (proc.returncode != 0 or text) else ""
+
+    def binary_argv(
+        self, sources: Sequence[Path], top: str, mdir: Path, jobs: int = 2, opt: str = "-O3"
+    ) -> list[str]:
+        """``verilator --binary`` building ``mdir/sim`` from ``sources`` rooted at ``top``."""
+        argv = ["verilator", "--binary", "--timing", opt, "-j", str(jobs)]
+        argv += ["--top-module", top, "--Mdir", str(mdir), "-o", EXE, "-Wno-fatal"]
+        argv += ["-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0"]
+        return argv + [str(s) for s in sources]
+
+    def build(
+        self, sources: Sequence[Path], top: str, cache: Path | None = None, jobs: int = 2
+    ) -> Path:
+        """Build (or reuse from the cache) a simulation binary; returns its path."""
+        self._require()
+        mdir = (cache or cache_root()) / "verilator" / self.build_key(sources, top)
+        exe = mdir / EXE
+        if exe.is_file():
+            return exe
+        tmp = mdir.with_name(mdir.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        _run(self.binary_argv(sources, top, tmp, jobs), cwd=tmp, timeout=3600)
+        shutil.rmtree(mdir, ignore_errors=True)
+        os.replace(tmp, mdir)
+        return exe
+
+    def build_key(self, sources: Sequence[Path], top: str) -> str:
+        """Content hash of everything that determines a build."""
+        h = hashlib.sha256(b"keracheck-verilator-build-v1\0")
+        h.update(self.version().encode() + b"\0")
+        h.update("\0".join(self.binary_argv([], top, Path("M"))).encode() + b"\0")
+        for src in sorted(sources, key=lambda p: p.name):
+            h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+        return h.hexdigest()[:32]
+
+    def run(
+        self,
+        exe: Path,
+        cwd: Path,
+        plusargs: Mapping[str, str | int] | None = None,
+        timeout: float = 3600,
+    ) -> str:
+        """Run a built simulation in ``cwd``; returns its standard output."""
+        argv = [str(exe)] + [f"+{k}={v}" for k, v in (plusargs or {}).items()]
+        return _run(argv, cwd=cwd, timeout=timeout)
+
+    def _require(self) -> None:
+        reason = self.available()
+        if reason:
+            raise BackendError(f"unavailable: {reason}")
+
+
+def _run(argv: list[str], cwd: Path | None, timeout: float, check: bool = True) -> str:
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as e:
+        raise BackendError(f"{Path(argv[0]).name} timed out after {timeout:.0f} s") from e
+    if check and proc.returncode != 0:
+        text = (proc.stdout + proc.stderr).strip()[-4000:]
+        raise BackendError(f"{Path(argv[0]).name} failed (rc={proc.returncode}):\n{text}")
+    return proc.stdout
