@@ -110,13 +110,17 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise CliError(f"{path}: byte {e.start}: invalid UTF-8") from None
-        formatted = frontend.format_source(text)
-        if args.check:
-            if formatted != text:
+        formatted, diags = frontend.format_result(text)
+        if diags:
+            sys.stderr.write(frontend.render_diagnostics(diags, text, path))
+            print(f"kerac: {path}: not formatted: {len(diags)} syntax error(s)", file=sys.stderr)
+            status = EXIT_ERRORS
+        elif formatted != text:
+            if args.check:
                 print(f"kerac: {path}: not formatted", file=sys.stderr)
                 status = EXIT_ERRORS
-        elif formatted != text:
-            Path(path).write_text(formatted, encoding="utf-8")
+            else:
+                Path(path).write_text(formatted, encoding="utf-8")
     return status
 
 

@@ -125,3 +125,9 @@ def test_names_are_unique_per_file() -> None:
     for path in sorted(CORPUS.glob("*.kera")):
         names = re.findall(r"^export fn (\w+)", path.read_text(encoding="utf-8"), re.M)
         assert len(names) == len(set(names)), path
+
+
+def test_corpus_is_formatted() -> None:
+    for path in sorted(CORPUS.rglob("*.kera")):
+        text = path.read_text(encoding="utf-8")
+        assert frontend.format_source(text) == text, f"{path}: run kerac fmt"
