@@ -298,9 +298,58 @@ def chain_cases(rng: np.random.Generator) -> Iterator[Case]:
     yield fn.name, fn, {"x": _mixed(D.F64, (1500,), 21, rng)}
 
 
+def observer_cases(rng: np.random.Generator) -> Iterator[Case]:
+    """Arithmetic NaNs (left non-canonical in registers until observed) flowing into every op
+    that observes bits: neg, abs, copysign, bitcast, select, mixed concat, results, after
+    aliases and data movement; and NaN-only readers (compare, min, float->int) in between."""
+
+    def observers(b: FunctionBuilder) -> tuple[Node, ...]:
+        a, q = b.param("a", D.F32), b.param("q", D.F32)
+        c = b.param("c", D.BOOL)
+        v = b.param("v", D.F32, [3])
+        d = b.param("d", D.F64)
+        diff = b.op("sub", a, q)  # inf - inf, NaN payloads in
+        s1 = b.op("sum", b.op("reshape", v, shape=[3, 1]), axis=1)  # length-1 sums: canonical
+        both = b.op("concat", b.op("broadcast", diff, shape=[3]), v, axis=0)
+        narrow = b.op("convert", b.op("mul", d, d), to=D.F32)
+        return (
+            b.op("neg", diff),
+            b.op("abs", b.op("add", q, a)),
+            b.op("copysign", b.op("div", a, q), b.op("sqrt", q)),
+            b.op("bitcast", b.op("mul", a, q), to=D.U32),
+            b.op("select", c, b.op("sqrt", a), q),
+            both,
+            b.op("neg", b.op("reshape", s1, shape=[3])),
+            b.op("transpose", b.op("reshape", b.op("floor", v), shape=[3, 1]), perm=[1, 0]),
+            b.op("neg", b.op("fma", a, q, a)),
+            b.op("bitcast", narrow, to=D.I32),
+            b.op("neg", b.op("dot", v, v)),
+            b.op("lt", diff, a),
+            b.op("min", diff, a),
+            b.op("convert", diff, to=D.I64),
+            b.op("neg", b.op("convert", d, to=D.F32)),
+            b.op("neg", b.op("convert", b.op("convert", a, to=D.F64), to=D.F32)),
+        )
+
+    fn = _build("observers", observers)
+    rows = 512
+    yield (
+        fn.name,
+        fn,
+        {
+            "a": _mixed(D.F32, (), rows, rng),
+            "q": _mixed(D.F32, (), rows, rng),
+            "c": _mixed(D.BOOL, (), rows, rng),
+            "v": _mixed(D.F32, (3,), rows, rng),
+            "d": _mixed(D.F64, (), rows, rng),
+        },
+    )
+
+
 def suite() -> list[Case]:
     rng = np.random.default_rng(20240501)
     gens = (elementwise_cases, fma_cases, reduction_cases, movement_cases, chain_cases)
+    gens += (observer_cases,)
     return [case for gen in gens for case in gen(rng)]
 
 

@@ -50,7 +50,7 @@ import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import COMPARE, Op, Shape
+from kera.ops import COMPARE, MOVEMENT, Op, Shape
 
 #: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
 #: -fno-math-errno only stops sqrt() from setting errno (the value is the same, correctly
@@ -353,7 +353,7 @@ _RINT = """\
     $V c = k_sel_$d($C(r, <, ax), r + $ONE, r);
     $V m = PICK;
     $U out = ((k_bits_$d(m) | sg) & small) | (b & ~small);  /* the result has a's sign */
-    return k_canon_$d(k_float_$d(out));"""
+    return k_float_$d(out);"""
 
 _MINMAX = """\
     $U x = k_bits_$d(a), y = k_bits_$d(b);
@@ -376,7 +376,7 @@ _DIVREM_I = """\
 
 def _float_body(op: Op) -> str:
     if op in _ARITH:
-        return f"    return k_canon_$d(a {_ARITH[op]} b);"
+        return f"    return a {_ARITH[op]} b;"
     if op in _CMP:
         return f"    return K_CVT($C(a, {_CMP[op]}, b) & 1u, ku8);"
     if op in _RINT_PICK:
@@ -393,8 +393,8 @@ _FLOAT_SIMPLE = {
     Op.NEG: "k_float_$d(k_bits_$d(a) ^ $SIGN)",  # sign-bit ops keep NaN payloads
     Op.ABS: "k_float_$d(k_bits_$d(a) & $ABS)",
     Op.COPYSIGN: "k_float_$d((k_bits_$d(a) & $ABS) | (k_bits_$d(b) & $SIGN))",
-    Op.SQRT: "k_canon_$d(K_MAP1($V, $SQRT, a))",
-    Op.FMA: "k_canon_$d(K_MAP3($V, $FMA, a, b, c))",  # C99 fma: one rounding
+    Op.SQRT: "K_MAP1($V, $SQRT, a)",
+    Op.FMA: "K_MAP3($V, $FMA, a, b, c)",  # C99 fma: one rounding
     Op.SELECT: "k_sel_$d(0u - K_CVT(c, $U), a, b)",
 }
 
@@ -511,13 +511,13 @@ def _f2i_body(src: DType, dst: DType) -> str:
 
 def _cvt_expr(src: DType, dst: DType) -> str:
     if src is dst:
-        return "k_canon_$dd(x)" if dst.is_float else "x"  # f32 -> f32 canonicalises too
+        return "x"  # f32 -> f32: the result is marked NaN-dirty (canonicalised when observed)
     if dst is DType.BOOL:
         return "K_CVT($sC(x, !=, K_SPLAT($sV, 0u)) & 1u, ku8)"
     if src is DType.BOOL:
         return "K_CVT(x, $dU)"
     if src.is_float and dst.is_float:
-        return "k_canon_$dd(K_CVT(x, $dV))"  # f32->f64 exact, f64->f32 RNE
+        return "K_CVT(x, $dV)"  # f32->f64 exact, f64->f32 RNE
     x = "k_signed_$sd(x)" if src.is_signed else "x"
     if dst.is_float:
         return f"K_CVT({x}, $dV)"  # RNE (Annex F)
@@ -794,6 +794,8 @@ class _Lowering:
         self.arena = _Arena()
         self.arena_slots: dict[str, tuple[int, int]] = {}  # tile -> (offset, bytes)
         self.local_bytes = 0
+        self.root: dict[int, Node] = {}  # id(node) -> the node owning its tile (reshape aliases)
+        self.dirty: set[int] = set()  # ids of tile owners whose NaNs may be non-canonical
         self.outer: list[str] = []  # declarations and hoisted constant tiles
         self.body: list[str] = []  # per block of rows
 
@@ -838,11 +840,13 @@ class _Lowering:
             self._lower(node, i)
             for dead in last.get(i, ()):
                 self._release(self.names[id(dead)])
+        for r in self.fn.results:
+            self._clean(r)
         return self._assemble(), self.helpers
 
     def _last_uses(self) -> dict[int, list[Node]]:
         """index of the node after which each tile is dead (results live to the end)."""
-        root: dict[int, Node] = {}
+        root = self.root
         for n in self.nodes:
             root[id(n)] = root[id(n.inputs[0])] if n.op is Op.RESHAPE else n
         end: dict[int, int] = {}
@@ -857,7 +861,39 @@ class _Lowering:
                 out.setdefault(end[id(n)], []).append(n)
         return out
 
+    # -- lazy NaN canonicalisation
+    # A float tile is *dirty* when its NaNs may be any NaN where the contract has the canonical
+    # one (the raw result of add, sub, mul, div, sqrt, fma, rounding, float conversions and of
+    # every reduction, dot and matmul).  Ops that only test NaN-ness (arithmetic, min/max,
+    # comparisons, float->int) take dirty inputs as they are; ops that observe bits (neg, abs,
+    # copysign, bitcast, select, a concat of a dirty and a clean tile, and the stores of
+    # results) get their dirty inputs canonicalised in place first.  A canonical NaN is a valid
+    # dirty value, so other readers of the tile are unaffected.
+
+    def _clean(self, node: Node) -> None:
+        key = id(self.root[id(node)])
+        if key not in self.dirty:
+            return
+        self.dirty.discard(key)
+        dt, tile, size = node.dtype, self.names[id(node)], prod(node.shape)
+        self._use_dtype(dt)
+        line = f"{tile}[j] = k_canon_{dt.value}({tile}[j]);"
+        self.body += [f"for (size_t j = 0; j < {size}; j++)", f"    {line}"]
+
+    def _track(self, node: Node) -> None:
+        """Canonicalise the inputs node observes; record whether its own tile is dirty."""
+        ins = [x for x in node.inputs if x.dtype.is_float]
+        is_dirty = [id(self.root[id(x)]) in self.dirty for x in ins]
+        if node.op in _OBSERVES or (node.op is Op.CONCAT and len(set(is_dirty)) > 1):
+            for x in ins:
+                self._clean(x)
+            return
+        raw = node.op in _DIRTIES and (node.op is not Op.CONVERT or bool(ins))  # not int->float
+        if node.dtype.is_float and (raw or (node.op in MOVEMENT and any(is_dirty))):
+            self.dirty.add(id(self.root[id(node)]))
+
     def _lower(self, node: Node, i: int) -> None:
+        self._track(node)
         if node.op is Op.RESHAPE:  # same elements in the same order: an alias
             self.names[id(node)] = self.names[id(node.inputs[0])]
             return
@@ -988,10 +1024,7 @@ class _Lowering:
         return sname, decl
 
     def _finish(self, node: Node, scratch: str) -> str:
-        if node.dtype.is_float:
-            self._use_dtype(node.dtype)
-            return f"k_canon_{node.dtype.value}({scratch}[0])"
-        return f"{scratch}[0]"
+        return f"{scratch}[0]"  # a float result is NaN-dirty, canonicalised when observed
 
     def reduce(self, node: Node, name: str, size: int) -> list[str]:
         (x,) = node.inputs
@@ -1079,6 +1112,15 @@ class _Lowering:
         first = _copy(name, 0, ds, self.names[id(a)], 0, _strides(a.shape), a.shape)
         second = _copy(name, boff, ds, self.names[id(b)], 0, _strides(b.shape), b.shape)
         return first + second
+
+
+#: ops whose float result may hold non-canonical NaNs (all others give contract bits)
+_DIRTIES = frozenset(
+    {*_ARITH, Op.SQRT, Op.FMA, *_RINT_PICK, Op.CONVERT, Op.SUM, Op.PROD, Op.AMIN, Op.AMAX}
+    | {Op.DOT, Op.MATMUL}
+)
+#: ops that read their float inputs' bits (the inputs must be canonical first)
+_OBSERVES = frozenset({Op.NEG, Op.ABS, Op.COPYSIGN, Op.BITCAST, Op.SELECT})
 
 
 def _attr_text(v: object) -> str:

@@ -246,7 +246,7 @@ static inline kf32 k_floor_f32(kf32 a)
     kf32 c = k_sel_f32(K_C32(r, <, ax), r + 1.0f, r);
     kf32 m = k_sel_f32(neg, c, t);
     ku32 out = ((k_bits_f32(m) | sg) & small) | (b & ~small);  /* the result has a's sign */
-    return k_canon_f32(k_float_f32(out));
+    return k_float_f32(out);
 }
 
 static inline ku8 k_lt_f32(kf32 a, kf32 b)

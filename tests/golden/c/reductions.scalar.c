@@ -106,7 +106,7 @@ static inline kf64 k_canon_f64(kf64 x) /* every NaN -> the positive canonical qu
 
 static inline kf64 k_add_f64(kf64 a, kf64 b)
 {
-    return k_canon_f64(a + b);
+    return a + b;
 }
 
 static inline kf64 k_max_f64(kf64 a, kf64 b)
@@ -120,7 +120,7 @@ static inline kf64 k_max_f64(kf64 a, kf64 b)
 
 static inline kf64 k_mul_f64(kf64 a, kf64 b)
 {
-    return k_canon_f64(a * b);
+    return a * b;
 }
 
 static inline ku32 k_mul_i32(ku32 a, ku32 b)
@@ -147,7 +147,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
             for (size_t s = 2, m = 3; s > 0; m = m < s ? m : s, s >>= 1)
                 for (size_t k = 0; k + s < m; k++)
                     s1[k] = k_add_f64(s1[k], s1[k + s]);
-            t1[k_o] = k_canon_f64(s1[0]);
+            t1[k_o] = s1[0];
         }
         /* t2 = amax(t0, axis=0) : f64[3] */
         kf64 t2[3];
@@ -158,7 +158,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
             for (size_t s = 1, m = 2; s > 0; m = m < s ? m : s, s >>= 1)
                 for (size_t k = 0; k + s < m; k++)
                     s2[k] = k_max_f64(s2[k], s2[k + s]);
-            t2[k_i] = k_canon_f64(s2[0]);
+            t2[k_i] = s2[0];
         }
         /* t3 = param(index=1, name=v) : f64[3] */
         kf64 t3[3];
@@ -171,7 +171,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
         for (size_t s = 2, m = 3; s > 0; m = m < s ? m : s, s >>= 1)
             for (size_t k = 0; k + s < m; k++)
                 s4[k] = k_add_f64(s4[k], s4[k + s]);
-        t4[0] = k_canon_f64(s4[0]);
+        t4[0] = s4[0];
         /* t6 = matmul(t0, t3) : f64[2, 1] */
         kf64 t6[2];
         kf64 s6[3];
@@ -181,7 +181,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
             for (size_t s = 2, m = 3; s > 0; m = m < s ? m : s, s >>= 1)
                 for (size_t k = 0; k + s < m; k++)
                     s6[k] = k_add_f64(s6[k], s6[k + s]);
-            t6[k_o] = k_canon_f64(s6[0]);
+            t6[k_o] = s6[0];
         }
         /* t7 = param(index=2, name=k) : i32[5] */
         ku32 t7[5];
@@ -195,6 +195,14 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
             for (size_t k = 0; k + s < m; k++)
                 s8[k] = k_mul_i32(s8[k], s8[k + s]);
         t8[0] = s8[0];
+        for (size_t j = 0; j < 2; j++)
+            t1[j] = k_canon_f64(t1[j]);
+        for (size_t j = 0; j < 3; j++)
+            t2[j] = k_canon_f64(t2[j]);
+        for (size_t j = 0; j < 1; j++)
+            t4[j] = k_canon_f64(t4[j]);
+        for (size_t j = 0; j < 2; j++)
+            t6[j] = k_canon_f64(t6[j]);
         k_store64(out0, t1, k_row, k_cnt, 2);
         k_store64(out1, t2, k_row, k_cnt, 3);
         k_store64(out2, t4, k_row, k_cnt, 1);

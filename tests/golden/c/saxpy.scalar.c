@@ -102,12 +102,12 @@ static inline kf32 k_canon_f32(kf32 x) /* every NaN -> the positive canonical qu
 
 static inline kf32 k_add_f32(kf32 a, kf32 b)
 {
-    return k_canon_f32(a + b);
+    return a + b;
 }
 
 static inline kf32 k_mul_f32(kf32 a, kf32 b)
 {
-    return k_canon_f32(a * b);
+    return a * b;
 }
 
 int kera_saxpy(size_t n, const float *p_a, const float *p_x, const float *p_y, float *out0)
@@ -139,6 +139,8 @@ int kera_saxpy(size_t n, const float *p_a, const float *p_x, const float *p_y, f
         kf32 t5[8];
         for (size_t j = 0; j < 8; j++)
             t5[j] = k_add_f32(t3[j], t4[j]);
+        for (size_t j = 0; j < 8; j++)
+            t5[j] = k_canon_f32(t5[j]);
         k_store32(out0, t5, k_row, k_cnt, 8);
     }
     return KERA_OK;
