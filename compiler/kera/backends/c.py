@@ -29,12 +29,15 @@ No undefined or implementation-defined behaviour is relied on: integers live in 
 (wrapping is defined), signed views go through ``memcpy``; shift amounts are masked to
 ``width - 1`` and ``>>`` on signed values is built from unsigned shifts; division is made total
 before ``/`` (x/0 = 0, x%0 = x, MIN/-1 = MIN, MIN%-1 = 0); float->int conversions saturate and
-map NaN to 0 before the C conversion sees an out-of-range value; bits move through ``memcpy``.
-Every arithmetic float result is NaN-canonicalised (0x7FC00000 / 0x7FF8000000000000); neg, abs
-and copysign are sign-bit operations; min/max are IEEE 754-2019 minimum/maximum; rounding ops use
-the exact ``(|x| + 2^p) - 2^p`` construction; ``fma`` is C99 ``fma``/``fmaf`` (single rounding).
-Reductions skip the identity padding of the contract's tree, which is exact: op(x, identity) == x
-for every non-NaN x and every NaN is canonicalised at each step and at the end.
+map NaN to 0 before the C conversion sees an out-of-range value; bits move through ``memcpy``
+(scalar lanes) or vector casts.  NaN results are canonicalised (0x7FC00000 / 0x7FF8000000000000)
+lazily: arithmetic leaves a tile *NaN-dirty*, and it is canonicalised in place before anything
+observes its bits (results, neg, abs, copysign, bitcast, select, mixed concat; see
+``_Lowering._track``).  neg, abs and copysign are sign-bit operations; min/max are IEEE 754-2019
+minimum/maximum; rounding ops use the exact ``(|x| + 2^p) - 2^p`` construction; ``fma`` is C99
+``fma``/``fmaf`` (single rounding).  Reductions skip the identity padding of the contract's tree,
+which is exact: op(x, identity) == x for every non-NaN x, a NaN stays a NaN through every step,
+and the result is dirty, so even a length-1 reduction comes out canonical.
 """
 
 from __future__ import annotations
