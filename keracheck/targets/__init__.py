@@ -22,6 +22,13 @@ from keracheck.backend import API_VERSION, Backend
 
 BUILTIN: dict[str, str] = {
     "ref": "keracheck.targets.ref:RefBackend",
+    "cpu": "keracheck.targets.cpu:cpu",
+    "cpu:scalar": "keracheck.targets.cpu:cpu_scalar",
+    "cpu:sse2": "keracheck.targets.cpu:cpu_sse2",
+    "cpu:avx2": "keracheck.targets.cpu:cpu_avx2",
+    "cpu:avx512": "keracheck.targets.cpu:cpu_avx512",
+    "cpu-aarch64": "keracheck.targets.cpu:cpu_aarch64",
+    "cpu-riscv64": "keracheck.targets.cpu:cpu_riscv64",
     "wasm": "keracheck.targets.wasm:WasmBackend",
     "wasm-simd": "keracheck.targets.wasm:WasmSimdBackend",
     "wasm-node": "keracheck.targets.wasm:WasmNodeBackend",

@@ -43,3 +43,12 @@ def _ptx(graph: Graph, output: str | None) -> None:
 
 
 EMITTERS["ptx"] = _ptx
+
+
+def _c(graph: Graph, output: str | None) -> None:
+    from kera.backends.c import write
+
+    write(graph, output)
+
+
+EMITTERS["c"] = _c
