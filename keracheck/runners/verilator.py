@@ -72,36 +72,53 @@ class Verilator:
         return text if (proc.returncode != 0 or text) else ""
 
     def binary_argv(
-        self, sources: Sequence[Path], top: str, mdir: Path, jobs: int = 2, opt: str = "-O3"
+        self,
+        sources: Sequence[Path],
+        top: str,
+        mdir: Path,
+        jobs: int = 2,
+        cxx_opt: str | None = None,
     ) -> list[str]:
-        """``verilator --binary`` building ``mdir/sim`` from ``sources`` rooted at ``top``."""
-        argv = ["verilator", "--binary", "--timing", opt, "-j", str(jobs)]
+        """``verilator --binary`` building ``mdir/sim`` from ``sources`` rooted at ``top``.
+
+        ``cxx_opt`` (e.g. ``"-O0"``) overrides the C++ optimisation level: generated models
+        of many core instances are large, and ``-O0`` builds about 40% faster, which pays off
+        for small batches.
+        """
+        argv = ["verilator", "--binary", "--timing", "-O3", "-j", str(jobs)]
         argv += ["--top-module", top, "--Mdir", str(mdir), "-o", EXE, "-Wno-fatal"]
         argv += ["-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0"]
+        if cxx_opt:
+            argv += ["-MAKEFLAGS", f"OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"]
         return argv + [str(s) for s in sources]
 
     def build(
-        self, sources: Sequence[Path], top: str, cache: Path | None = None, jobs: int = 2
+        self,
+        sources: Sequence[Path],
+        top: str,
+        cache: Path | None = None,
+        jobs: int = 2,
+        cxx_opt: str | None = None,
     ) -> Path:
         """Build (or reuse from the cache) a simulation binary; returns its path."""
         self._require()
-        mdir = (cache or cache_root()) / "verilator" / self.build_key(sources, top)
+        mdir = (cache or cache_root()) / "verilator" / self.build_key(sources, top, cxx_opt)
         exe = mdir / EXE
         if exe.is_file():
             return exe
         tmp = mdir.with_name(mdir.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        _run(self.binary_argv(sources, top, tmp, jobs), cwd=tmp, timeout=3600)
+        _run(self.binary_argv(sources, top, tmp, jobs, cxx_opt), cwd=tmp, timeout=3600)
         shutil.rmtree(mdir, ignore_errors=True)
         os.replace(tmp, mdir)
         return exe
 
-    def build_key(self, sources: Sequence[Path], top: str) -> str:
+    def build_key(self, sources: Sequence[Path], top: str, cxx_opt: str | None = None) -> str:
         """Content hash of everything that determines a build."""
         h = hashlib.sha256(b"keracheck-verilator-build-v1\0")
         h.update(self.version().encode() + b"\0")
-        h.update("\0".join(self.binary_argv([], top, Path("M"))).encode() + b"\0")
+        h.update("\0".join(self.binary_argv([], top, Path("M"), cxx_opt=cxx_opt)).encode() + b"\0")
         for src in sorted(sources, key=lambda p: p.name):
             h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
         return h.hexdigest()[:32]
