@@ -23,7 +23,6 @@ module kf_fdiv #(
     localparam LATENCY = NS + 2;
     localparam XW = EW + 2;
     localparam RW = MW + 2;                    // partial remainder, always < 2 * divisor
-    localparam ST = 4 + XW + (MW + 1) + RW + K;  // {nan, inf, zero, sign, exp, dvs, rem, quot}
     localparam integer BIAS_I = (1 << (EW - 1)) - 1;
     localparam [XW-1:0] BIAS = BIAS_I[XW-1:0];
 
@@ -36,22 +35,42 @@ module kf_fdiv #(
         .x(b), .sign(sb), .is_nan(nb), .is_inf(ib), .is_zero(zb), .exp(eb), .sig(mb));
 
     wire nan = na | nb | (za & zb) | (ia & ib);
-    wire [ST-1:0] s0 = {nan, ia | zb, za | ib, sa ^ sb, ea - eb + BIAS, mb, 1'b0, ma,
-                        {K{1'b0}}};
-    wire [(NS+1)*ST-1:0] chain;
-    kf_pipe #(.W(ST), .N(1)) u_p0 (.clk(clk), .d(s0), .q(chain[ST-1:0]));
+    // stage registers: flags and exponent ride one delay line; divisor, remainder and quotient
+    // are registered per stage (separate nets keep event-driven simulators fast)
+    localparam MT = 4 + XW;
+    wire [MT-1:0] meta0 = {nan, ia | zb, za | ib, sa ^ sb, ea - eb + BIAS};
+    wire [MT-1:0] meta;
+    kf_pipe #(.W(MT), .N(NS + 1)) u_meta (.clk(clk), .d(meta0), .q(meta));
+    reg [MW:0]   dvs0;
+    reg [RW-1:0] rem0;
+    reg [K-1:0]  quot0;
+    always @(posedge clk) begin
+        dvs0 <= mb;
+        rem0 <= {1'b0, ma};
+        quot0 <= {K{1'b0}};
+    end
 
     genvar g;
     generate
         for (g = 0; g < NS; g = g + 1) begin : g_stage
-            wire [ST-1:0] cur = chain[g*ST +: ST];
-            wire [MW:0]   dvs = cur[RW+K +: MW+1];
-            reg  [RW-1:0] rem;
-            reg  [K-1:0]  quot;
+            wire [MW:0]   dvs;
+            wire [RW-1:0] rem_in;
+            wire [K-1:0]  quot_in;
+            if (g == 0) begin : g_first
+                assign dvs = dvs0;
+                assign rem_in = rem0;
+                assign quot_in = quot0;
+            end else begin : g_next
+                assign dvs = g_stage[g-1].dvs_q;
+                assign rem_in = g_stage[g-1].rem_q;
+                assign quot_in = g_stage[g-1].quot_q;
+            end
+            reg [RW-1:0] rem;
+            reg [K-1:0]  quot;
             integer i;
             always @* begin
-                rem = cur[K +: RW];
-                quot = cur[K-1:0];
+                rem = rem_in;
+                quot = quot_in;
                 for (i = 0; i < BPS; i = i + 1) begin
                     if (rem >= {1'b0, dvs}) begin
                         rem = rem - {1'b0, dvs};
@@ -62,18 +81,24 @@ module kf_fdiv #(
                     rem = rem << 1;
                 end
             end
-            kf_pipe #(.W(ST), .N(1)) u_ps (
-                .clk(clk), .d({cur[ST-1 -: 4+XW+MW+1], rem, quot}), .q(chain[(g+1)*ST +: ST]));
+            reg [MW:0]   dvs_q;
+            reg [RW-1:0] rem_q;
+            reg [K-1:0]  quot_q;
+            always @(posedge clk) begin
+                dvs_q <= dvs;
+                rem_q <= rem;
+                quot_q <= quot;
+            end
         end
     endgenerate
 
-    wire [ST-1:0] fin = chain[NS*ST +: ST];
+    wire [RW-1:0] rem_f = g_stage[NS-1].rem_q;
     wire [EW+MW:0] r;
     kf_round #(.EW(EW), .MW(MW), .SW(K), .XW(XW)) u_round (
-        .nan(fin[ST-1]), .inf(fin[ST-2]), .zero(fin[ST-3]), .sign(fin[ST-4]),
-        .exp(fin[ST-5 -: XW]), .sig(fin[K-1:0]), .sticky(fin[K +: RW] != {RW{1'b0}}), .y(r));
+        .nan(meta[MT-1]), .inf(meta[MT-2]), .zero(meta[MT-3]), .sign(meta[MT-4]),
+        .exp(meta[XW-1:0]), .sig(g_stage[NS-1].quot_q), .sticky(rem_f != {RW{1'b0}}), .y(r));
     kf_pipe #(.W(EW + MW + 1), .N(1)) u_pr (.clk(clk), .d(r), .q(y));
     kf_vpipe #(.N(LATENCY)) u_v (.clk(clk), .rst(rst), .d(valid_in), .q(valid_out));
-    wire unused_dvs = |fin[RW+K +: MW+1];
+    wire unused_dvs = |g_stage[NS-1].dvs_q;
 endmodule
 `default_nettype wire

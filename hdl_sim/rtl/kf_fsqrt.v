@@ -22,7 +22,7 @@ module kf_fsqrt #(
     localparam LATENCY = NS + 2;
     localparam XW = EW + 2;
     localparam RS = K + 2;                      // remainder, always <= 2 * root
-    localparam ST = 4 + XW + 2 * K + RS + K;    // {nan, inf, zero, sign, exp, rad, rem, root}
+    localparam MT = 4 + XW;                     // {nan, inf, zero, sign, exp}
     localparam integer BIAS_I = (1 << (EW - 1)) - 1;
     localparam [XW-1:0] BIAS = BIAS_I[XW-1:0];
     localparam [XW-1:0] ONE = 1;
@@ -40,24 +40,39 @@ module kf_fsqrt #(
     wire [XW-1:0] eo = {u_even[XW-1], u_even[XW-1:1]} + BIAS;
     wire [2*K-1:0] rad = {1'b0, ma, {(2*K-2-MW){1'b0}}} << u[0];
     wire nan = na | (sa & ~za);
-    wire [ST-1:0] s0 = {nan, ia, za, sa, eo, rad, {RS{1'b0}}, {K{1'b0}}};
-    wire [(NS+1)*ST-1:0] chain;
-    kf_pipe #(.W(ST), .N(1)) u_p0 (.clk(clk), .d(s0), .q(chain[ST-1:0]));
+    // flags and exponent ride one delay line; radicand, remainder and root are registered per
+    // stage (separate nets keep event-driven simulators fast)
+    wire [MT-1:0] meta0 = {nan, ia, za, sa, eo};
+    wire [MT-1:0] meta;
+    kf_pipe #(.W(MT), .N(NS + 1)) u_meta (.clk(clk), .d(meta0), .q(meta));
+    reg [2*K-1:0] rad0;
+    always @(posedge clk) rad0 <= rad;
 
     genvar g;
     generate
         for (g = 0; g < NS; g = g + 1) begin : g_stage
-            wire [ST-1:0] cur = chain[g*ST +: ST];
-            reg  [2*K-1:0] rd;
-            reg  [RS+1:0]  r4;
-            reg  [RS+1:0]  trial;
-            reg  [RS-1:0]  rem;
-            reg  [K-1:0]   root;
+            wire [2*K-1:0] rd_in;
+            wire [RS-1:0]  rem_in;
+            wire [K-1:0]   root_in;
+            if (g == 0) begin : g_first
+                assign rd_in = rad0;
+                assign rem_in = {RS{1'b0}};
+                assign root_in = {K{1'b0}};
+            end else begin : g_next
+                assign rd_in = g_stage[g-1].rd_q;
+                assign rem_in = g_stage[g-1].rem_q;
+                assign root_in = g_stage[g-1].root_q;
+            end
+            reg [2*K-1:0] rd;
+            reg [RS+1:0]  r4;
+            reg [RS+1:0]  trial;
+            reg [RS-1:0]  rem;
+            reg [K-1:0]   root;
             integer i;
             always @* begin
-                rd = cur[RS+K +: 2*K];
-                rem = cur[K +: RS];
-                root = cur[K-1:0];
+                rd = rd_in;
+                rem = rem_in;
+                root = root_in;
                 for (i = 0; i < BPS; i = i + 1) begin
                     r4 = {rem, rd[2*K-1 -: 2]};
                     rd = rd << 2;
@@ -71,18 +86,24 @@ module kf_fsqrt #(
                     rem = r4[RS-1:0];
                 end
             end
-            kf_pipe #(.W(ST), .N(1)) u_ps (
-                .clk(clk), .d({cur[ST-1 -: 4+XW], rd, rem, root}), .q(chain[(g+1)*ST +: ST]));
+            reg [2*K-1:0] rd_q;
+            reg [RS-1:0]  rem_q;
+            reg [K-1:0]   root_q;
+            always @(posedge clk) begin
+                rd_q <= rd;
+                rem_q <= rem;
+                root_q <= root;
+            end
         end
     endgenerate
 
-    wire [ST-1:0] fin = chain[NS*ST +: ST];
+    wire [RS-1:0] rem_f = g_stage[NS-1].rem_q;
     wire [EW+MW:0] r;
     kf_round #(.EW(EW), .MW(MW), .SW(K), .XW(XW)) u_round (
-        .nan(fin[ST-1]), .inf(fin[ST-2]), .zero(fin[ST-3]), .sign(fin[ST-4]),
-        .exp(fin[ST-5 -: XW]), .sig(fin[K-1:0]), .sticky(fin[K +: RS] != {RS{1'b0}}), .y(r));
+        .nan(meta[MT-1]), .inf(meta[MT-2]), .zero(meta[MT-3]), .sign(meta[MT-4]),
+        .exp(meta[XW-1:0]), .sig(g_stage[NS-1].root_q), .sticky(rem_f != {RS{1'b0}}), .y(r));
     kf_pipe #(.W(EW + MW + 1), .N(1)) u_pr (.clk(clk), .d(r), .q(y));
     kf_vpipe #(.N(LATENCY)) u_v (.clk(clk), .rst(rst), .d(valid_in), .q(valid_out));
-    wire unused_rad = |fin[RS+K +: 2*K] | ONE[0];
+    wire unused_rad = |g_stage[NS-1].rd_q | ONE[0];
 endmodule
 `default_nettype wire

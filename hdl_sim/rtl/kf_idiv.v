@@ -20,28 +20,45 @@ module kf_idiv #(
     localparam BPS = 4;
     localparam NS = W / BPS;
     localparam LATENCY = NS + 2;
-    localparam ST = 3 + 3 * W;  // {qneg, rneg, bzero, divisor, rem, dividend/quotient}
 
     wire sa = (SIGNED != 0) & a[W-1];
     wire sb = (SIGNED != 0) & b[W-1];
     wire [W-1:0] ma = sa ? ({W{1'b0}} - a) : a;
     wire [W-1:0] mb = sb ? ({W{1'b0}} - b) : b;
-    wire [ST-1:0] s0 = {sa ^ sb, sa, b == {W{1'b0}}, mb, {W{1'b0}}, ma};
-    wire [(NS+1)*ST-1:0] chain;
-    kf_pipe #(.W(ST), .N(1)) u_p0 (.clk(clk), .d(s0), .q(chain[ST-1:0]));
+    // signs and the zero-divisor flag ride one delay line; divisor, remainder and
+    // dividend/quotient are registered per stage (separate nets keep event-driven simulators fast)
+    wire [2:0] meta;
+    kf_pipe #(.W(3), .N(NS + 1)) u_meta (
+        .clk(clk), .d({sa ^ sb, sa, b == {W{1'b0}}}), .q(meta));
+    reg [W-1:0] dvs0;
+    reg [W-1:0] dq0;
+    always @(posedge clk) begin
+        dvs0 <= mb;
+        dq0 <= ma;
+    end
 
     genvar g;
     generate
         for (g = 0; g < NS; g = g + 1) begin : g_stage
-            wire [ST-1:0] cur = chain[g*ST +: ST];
-            wire [W-1:0]  dvs = cur[2*W +: W];
-            reg  [W:0]    r2;
-            reg  [W-1:0]  rem;
-            reg  [W-1:0]  dq;
+            wire [W-1:0] dvs;
+            wire [W-1:0] rem_in;
+            wire [W-1:0] dq_in;
+            if (g == 0) begin : g_first
+                assign dvs = dvs0;
+                assign rem_in = {W{1'b0}};
+                assign dq_in = dq0;
+            end else begin : g_next
+                assign dvs = g_stage[g-1].dvs_q;
+                assign rem_in = g_stage[g-1].rem_q;
+                assign dq_in = g_stage[g-1].dq_q;
+            end
+            reg [W:0]   r2;
+            reg [W-1:0] rem;
+            reg [W-1:0] dq;
             integer i;
             always @* begin
-                rem = cur[W +: W];
-                dq = cur[W-1:0];
+                rem = rem_in;
+                dq = dq_in;
                 for (i = 0; i < BPS; i = i + 1) begin
                     r2 = {rem, dq[W-1]};
                     dq = {dq[W-2:0], 1'b0};
@@ -52,18 +69,23 @@ module kf_idiv #(
                     rem = r2[W-1:0];
                 end
             end
-            kf_pipe #(.W(ST), .N(1)) u_ps (
-                .clk(clk), .d({cur[ST-1 -: 3+W], rem, dq}), .q(chain[(g+1)*ST +: ST]));
+            reg [W-1:0] dvs_q;
+            reg [W-1:0] rem_q;
+            reg [W-1:0] dq_q;
+            always @(posedge clk) begin
+                dvs_q <= dvs;
+                rem_q <= rem;
+                dq_q <= dq;
+            end
         end
     endgenerate
 
-    wire [ST-1:0] fin = chain[NS*ST +: ST];
-    wire [W-1:0]  q = fin[W-1:0];
-    wire [W-1:0]  r = fin[W +: W];
-    wire [W-1:0]  quo = fin[ST-3] ? {W{1'b0}} : (fin[ST-1] ? ({W{1'b0}} - q) : q);
-    wire [W-1:0]  rem_out = fin[ST-2] ? ({W{1'b0}} - r) : r;
+    wire [W-1:0] q = g_stage[NS-1].dq_q;
+    wire [W-1:0] r = g_stage[NS-1].rem_q;
+    wire [W-1:0] quo = meta[0] ? {W{1'b0}} : (meta[2] ? ({W{1'b0}} - q) : q);
+    wire [W-1:0] rem_out = meta[1] ? ({W{1'b0}} - r) : r;
     kf_pipe #(.W(W), .N(1)) u_pr (.clk(clk), .d((REM != 0) ? rem_out : quo), .q(y));
     kf_vpipe #(.N(LATENCY)) u_v (.clk(clk), .rst(rst), .d(valid_in), .q(valid_out));
-    wire unused_dvs = |fin[2*W +: W];
+    wire unused_dvs = |g_stage[NS-1].dvs_q;
 endmodule
 `default_nettype wire
