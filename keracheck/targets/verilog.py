@@ -47,6 +47,7 @@ from keracheck.runners.yosys import Resources, Yosys
 
 MAX_SEGMENTS = 4096
 QUICK_BUILD_VECTORS = 200_000  # up to this many vectors a -O0 C++ build wins overall
+CORES_PER_SIM = 2_000  # bounds Verilator's memory and build time per simulation
 COCOTB_INSTALL = "pip install cocotb==2.1.0 (or: pip install -e '.[targets]')"
 JOB_ENV = "KERACHECK_COCOTB_JOB"
 OUT_ENV = "KERACHECK_COCOTB_OUT"
@@ -548,6 +549,30 @@ def _cocotb_outputs(batch: Batch, results: list[dict[str, Any]]) -> list[Outputs
 # ---------------------------------------------------------------------------- targets
 
 
+def chunks(cases: Sequence[tuple[Function, Inputs]]) -> list[list[int]]:
+    """Case indices grouped into simulations of at most :data:`CORES_PER_SIM` core instances
+    (distinct designs counted once) and :data:`MAX_SEGMENTS` segments, in input order.  A case
+    that cannot be emitted gets a chunk of its own (its error is reported for it alone)."""
+    groups: list[list[int]] = []
+    seen: set[str] = set()
+    load = CORES_PER_SIM + 1
+    for i, (fn, _) in enumerate(cases):
+        try:
+            cost = 0 if fn.fingerprint in seen else sum(design_of(fn).cores.values())
+        except BackendError:
+            groups.append([i])
+            load = CORES_PER_SIM + 1  # the next case starts a new group
+            continue
+        if load + cost > CORES_PER_SIM or len(groups[-1]) >= MAX_SEGMENTS:
+            groups.append([])
+            seen, load = set(), 0
+            cost = sum(design_of(fn).cores.values())
+        groups[-1].append(i)
+        seen.add(fn.fingerprint)
+        load += cost
+    return [g for g in groups if g]
+
+
 def resource_estimate(fn: Function, family: str = "ice40") -> Resources:
     """Yosys synthesis estimate (cells, LUTs, FFs) of fn's datapath; BackendError if yosys is
     missing or fails."""
@@ -571,13 +596,13 @@ class _VerilogTarget:
         return self._simulate([(fn, inputs)])[0]
 
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
-        """One simulation for every case; if it fails, each case again alone."""
-        todo = list(cases)
-        chunks = [todo[i : i + MAX_SEGMENTS] for i in range(0, len(todo), MAX_SEGMENTS)]
-        results: list[Outputs | Exception] = []
-        for chunk in chunks:
-            results += self._run_chunk(chunk)
-        return results
+        """Few simulations for all cases (see :func:`chunks`); a failing one is rerun case by
+        case, so one bad case never loses the others."""
+        results: list[Outputs | Exception | None] = [None] * len(cases)
+        for idx in chunks(cases):
+            for i, res in zip(idx, self._run_chunk([cases[i] for i in idx]), strict=True):
+                results[i] = res
+        return [r if r is not None else BackendError("case not run") for r in results]
 
     def _run_chunk(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
         try:

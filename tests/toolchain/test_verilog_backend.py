@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kera.backends.verilog import SUPPORTED_OPS, emit
+from kera.backends.verilog import SUPPORTED_OPS, VerilogEmitError, emit
 from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, const
@@ -30,6 +30,7 @@ from keracheck.backend import Backend
 from keracheck.targets.verilog import (
     CocotbTarget,
     VerilatorTarget,
+    chunks,
     design_of,
     render_wrapper,
     run_plain,
@@ -383,6 +384,39 @@ def test_golden_text() -> None:
         "kf_fcmp(EW=8,MW=23)": 1,
         "kf_fmul(EW=8,MW=23)": 1,
     }
+
+
+def test_size_limit() -> None:
+    b = FunctionBuilder("big")
+    x = b.param("x", DType.F32, [30, 30])
+    with pytest.raises(VerilogEmitError, match="core instances"):
+        emit(b.build(b.op(Op.MATMUL, x, x)))
+
+
+def test_chunks_bound_simulation_size_and_isolate_errors() -> None:
+    def fn_with(n: int, op: Op) -> Function:
+        b = FunctionBuilder(str(op))
+        x = b.param("x", DType.F32, [n])
+        return b.build(b.op(op, x, x))
+
+    big = FunctionBuilder("too_big")
+    x = big.param("x", DType.F32, [30, 30])
+    too_big = big.build(big.op(Op.MATMUL, x, x))
+    a, b = fn_with(1200, Op.MUL), fn_with(1200, Op.ADD)
+    groups = chunks([(a, {}), (a, {}), (too_big, {}), (b, {}), (a, {})])
+    # a is counted once per group; a + b exceed CORES_PER_SIM; the failing case stands alone
+    assert groups == [[0, 1], [2], [3], [4]]
+
+
+def test_resource_estimate() -> None:
+    from keracheck.runners.yosys import Yosys
+
+    _need(Yosys())
+    b = FunctionBuilder("res")
+    fn = b.build(b.op(Op.ADD, b.param("x", DType.I32), b.param("y", DType.I32)))
+    res = VerilatorTarget().resources(fn)
+    # 32 result flip-flops plus the valid bit; a 32-bit adder needs LUTs and a carry chain
+    assert res["ffs"] == 33 and res["luts"] >= 32 and res["carries"] >= 31
 
 
 def test_schedule_report() -> None:

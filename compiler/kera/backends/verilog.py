@@ -53,9 +53,13 @@ from kera.ops import Op
 from kera.semantics import LEAVES, SEMANTICS
 from kera_hdl import CORES, FLOAT_FORMATS, rtl_sources  # type: ignore[import-not-found, unused-ignore]
 
+MAX_CORES = 20_000
+"""Core instances per design above which emit() refuses: the datapath is fully spatial (one
+core per element and op), and beyond this size simulators and synthesis take hours."""
+
 
 class VerilogEmitError(Exception):
-    """A function the Verilog back end cannot lower."""
+    """A function the Verilog back end cannot lower (or would lower to an unusable size)."""
 
 
 # ---------------------------------------------------------------------------- the netlist
@@ -92,8 +96,16 @@ class Netlist:
 
     cells: list[Cell] = field(default_factory=list)
     consts: dict[tuple[int, int], int] = field(default_factory=dict)
+    cores: int = 0
 
     def add(self, cell: Cell) -> int:
+        if cell.kind == "core":
+            self.cores += 1
+            if self.cores > MAX_CORES:
+                raise VerilogEmitError(
+                    f"the datapath needs more than {MAX_CORES} core instances (one per element "
+                    "and op); use smaller tensors"
+                )
         self.cells.append(cell)
         return len(self.cells) - 1
 
