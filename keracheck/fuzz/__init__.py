@@ -1,0 +1,197 @@
+"""``keracheck fuzz``: Hypothesis-generated graphs, checked bit for bit against ``ref`` on every
+selected target; each new divergence signature is shrunk to a minimal graph and saved as a
+reproducer.
+
+``main(args)`` takes the ``fuzz`` namespace of ``keracheck.cli.parser()``: ``targets`` (comma
+list; ``ref`` is always added: it is the oracle), ``backend_plugin`` (list of specs),
+``max_examples``, ``budget`` (seconds), ``seed``, ``out`` (reproducer folder) and ``format``
+(``text`` or ``json``); an optional ``policy`` attribute (comma list, ``all`` or ``none``)
+selects the generation policies.  Without ``--max-examples`` and ``--budget`` it stops after
+:data:`DEFAULT_EXAMPLES` examples.
+
+Exit codes: 0 no divergence found; 1 at least one divergence (each signature saved under
+``--out``); 2 a usage error (unknown target or policy, bad plugin, bad limits).  Progress
+(examples, graphs/s, signatures, shrink progress) goes to stderr, with rich when stderr is a
+terminal; the result goes to stdout as text or JSON (``engine.Campaign.document``).
+
+Modules: ``strategies`` (graph strategies), ``policies`` (generation biases), ``oracle``
+(targets, comparison, signatures), ``engine`` (searches and shrinking), ``reduce`` (cone, row
+and value reduction), ``reproduce`` (reproducer files), ``to_kera`` (graph -> source).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from keracheck.fuzz import policies as policies_mod
+from keracheck.fuzz.engine import Campaign, Options
+from keracheck.targets import Target
+
+DEFAULT_EXAMPLES = 100
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _err(msg: str) -> None:
+    print(f"keracheck: {msg}", file=sys.stderr)
+
+
+def select_targets(
+    ids: list[str] | None, plugin_specs: list[str]
+) -> tuple[list[Target], list[str]]:
+    """(available targets, ref first; notes on unavailable ones).  Raises UsageError."""
+    from keracheck.targets import TargetError, default_ids, known_specs, load_plugin, resolve
+
+    specs = known_specs()
+    plugins: dict[str, str] = {}
+    for spec in plugin_specs:
+        try:
+            tid, s = load_plugin(spec)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+        plugins[tid] = s
+    wanted = ids if ids else default_ids(specs)
+    order = list(dict.fromkeys(["ref", *wanted, *plugins]))
+    every = {**specs, **plugins}
+    unknown = [t for t in order if t not in every]
+    if unknown:
+        raise UsageError(f"unknown target '{unknown[0]}' (see 'keracheck targets')")
+    resolved = [resolve(t, every[t]) for t in order]
+    notes = [f"{t.id}: unavailable: {t.reason}" for t in resolved if not t.available]
+    return [t for t in resolved if t.available], notes
+
+
+def options(args: argparse.Namespace) -> Options:
+    max_examples = getattr(args, "max_examples", None)
+    budget = getattr(args, "budget", None)
+    if max_examples is not None and max_examples < 1:
+        raise UsageError("--max-examples must be at least 1")
+    if budget is not None and not budget > 0:
+        raise UsageError("--budget must be a positive number of seconds")
+    if max_examples is None and budget is None:
+        max_examples = DEFAULT_EXAMPLES
+    try:
+        pols = policies_mod.parse(getattr(args, "policy", None))
+    except policies_mod.PolicyError as e:
+        raise UsageError(str(e)) from None
+    return Options(
+        max_examples=max_examples,
+        budget=budget,
+        seed=int(getattr(args, "seed", 0) or 0),
+        out=getattr(args, "out", None) or "corpora/regressions",
+        policies=pols,
+        command="keracheck fuzz " + " ".join(sys.argv[2:])
+        if sys.argv[1:2] == ["fuzz"]
+        else "keracheck fuzz",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        opts = options(args)
+        ids = [t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else None
+        targets, notes = select_targets(ids, list(getattr(args, "backend_plugin", None) or []))
+    except UsageError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    for note in notes:
+        _err(note)
+    with Display(_interactive()) as display:
+        opts.progress = display.update
+        campaign = Campaign(targets, opts).run()
+    doc = campaign.document()
+    doc["unavailable"] = notes
+    if getattr(args, "format", "text") == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(text_report(doc))
+    return int(doc["exitCode"])
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def text_report(doc: dict[str, Any]) -> str:
+    s = doc["stats"]
+    rate = s["graphsPerSecond"] or 0.0
+    lines = [
+        f"keracheck fuzz: {s['examples']} examples, {s['graphs']} graphs ({s['uniqueGraphs']} "
+        f"distinct) in {s['generateSeconds']:.1f} s ({rate:.1f} graphs/s) against "
+        f"{', '.join(doc['targets'])}; shrinking {s['shrinkSeconds']:.1f} s"
+    ]
+    sigs = doc["signatures"]
+    if not sigs:
+        lines.append("no divergence found")
+    else:
+        lines.append(f"{len(sigs)} divergence signature{'s' if len(sigs) != 1 else ''}:")
+        width = max(len(x["signature"]) for x in sigs)
+        for x in sigs:
+            where = x["reproducer"] or "(not saved)"
+            lines.append(
+                f"  {x['signature']:<{width}}  {x['count']:>5} hits  {x['opsAfter']} ops  {where}"
+            )
+    if s["interrupted"]:
+        lines.append("interrupted: the reproducers of signatures not yet shrunk were not saved")
+    return "\n".join(lines) + "\n"
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty() and not os.environ.get("CI") and not os.environ.get("NO_COLOR")
+
+
+class Display:
+    """Progress on stderr: a rich status line when interactive, else one line per event."""
+
+    def __init__(self, live: bool) -> None:
+        self.live = live
+        self.status: Any = None
+        self.last = 0.0
+        self.phase = ""
+
+    def __enter__(self) -> Display:
+        if self.live:
+            from rich.console import Console
+
+            self.status = Console(stderr=True).status("starting")
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def update(self, c: Campaign) -> None:
+        s = c.stats
+        if not self.live:
+            self._event(c)
+            return
+        now = time.monotonic()
+        if now - self.last < 0.2 and s.phase == self.phase:
+            return
+        self.last, self.phase = now, s.phase
+        rate = s.graphs / s.generate_seconds if s.generate_seconds > 0 else 0.0
+        line = (
+            f"{s.examples} examples · {s.graphs} graphs · {rate:.1f} graphs/s · "
+            f"{len(c.findings)} signatures"
+        )
+        if s.phase == "shrinking":
+            line += f" · shrinking {s.current}: {s.shrink_calls} calls, best {s.shrink_ops} ops"
+        elif s.phase == "reducing":
+            line += f" · reducing {s.current}"
+        self.status.update(line)
+
+    def _event(self, c: Campaign) -> None:
+        s = c.stats
+        if s.phase == self.phase:
+            return
+        self.phase = s.phase
+        if s.phase == "shrinking":
+            print(f"  found {s.current} at example {s.examples}; shrinking", file=sys.stderr)

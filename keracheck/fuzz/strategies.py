@@ -1,0 +1,628 @@
+"""Hypothesis strategies for valid, well-typed Kera graphs, built to shrink well.
+
+Encoding.  A graph is drawn as a sequence of *steps* in topological order.  Each step draws:
+
+1. an op, from the allowed set in :data:`OP_ORDER` (simplest first), weighted by the profile;
+2. its *anchor* operand: an index into the earlier values the op accepts (most recent first), or
+   0 for a fresh leaf of a drawn type (dtype, then shape from the profile's shape pool);
+3. its other operands: an index into the earlier values of exactly the type they need, or 0 for
+   a fresh leaf; a few policy hooks may instead make an operand a chosen constant (a shift amount
+   past the width, a divisor of 0 or -1) or the cancelling twin of the anchor (``x - x``);
+4. its attributes (axis, shape, perm, start/stop, target dtype), each an index into the valid
+   choices.
+
+A fresh leaf is a new parameter ``p<k>`` or a constant.  Constants are scalars; a tensor
+constant is ``broadcast(scalar)``, and a NaN constant with a payload other than the canonical
+one is ``bitcast(<uint constant>)`` -- exactly what Kera source can spell, so every generated
+graph prints as source (``to_kera``) with the same fingerprint.  The function's results are its
+*sinks*: every op node no other node uses.
+
+Continuation ("another step?", "another graph?") is a weighted choice whose smallest value
+means *stop*, so the shrinker shortens graphs and batches by lowering one choice, and deletes a
+step or a graph from the middle by deleting its span; every later index is read relative to
+the values that exist, so any edited choice sequence still builds a valid graph.  Every
+weighted choice (:func:`choose`) shrinks toward its first entry, and every table here lists the
+simplest entry first (f32 before other dtypes, scalars before tensors, ``add`` before ``fma``, a
+parameter before a constant, ``0`` before other constants).  No strategy draws a size and then
+loops.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+import numpy as np
+from hypothesis import strategies as st
+
+from kera.dtypes import CANONICAL_NAN, DType
+from kera.ir import Function, Node, const, make_node, param
+from kera.ops import ARITY, Op, TensorType, TypeRuleError, infer
+from keracheck.fuzz.policies import Profile, profile
+
+Shape = tuple[int, ...]
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+
+#: dtypes, simplest first (the shrinker moves fresh leaves toward f32)
+DTYPES: tuple[DType, ...] = (
+    DType.F32,
+    DType.I32,
+    DType.F64,
+    DType.I64,
+    DType.U32,
+    DType.U64,
+    DType.BOOL,
+)
+#: ops a step can draw, simplest first
+OP_ORDER: tuple[Op, ...] = (
+    *(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MIN, Op.MAX, Op.NEG, Op.ABS, Op.SQRT),
+    *(Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND, Op.COPYSIGN, Op.FMA, Op.REM),
+    *(Op.AND, Op.OR, Op.XOR, Op.NOT, Op.SHL, Op.SHR),
+    *(Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.SELECT, Op.CONVERT, Op.BITCAST),
+    *(Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.DOT, Op.MATMUL),
+    *(Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
+)
+LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
+#: weight of "skip this step" (choice 0): rare when generating; the shrinker deletes a step
+#: by zeroing its span, which makes it a skip
+SKIP_WEIGHT = 1
+#: marker returned by GraphBuilder.pick for "a fresh parameter"
+_PARAM = param(0, "fresh", DType.BOOL)
+#: no generated value holds more elements than this (targets such as HDL simulators are slow)
+MAX_ELEMENTS = 256
+MAX_GEN_RANK = 3
+
+# Special constants as bit patterns, simplest first: 0, 1, -1, 2, 0.5, -0, ±inf, ±NaN, NaN
+# payloads and signalling NaNs, subnormals, normal limits, conversion limits.
+_F32_SPECIALS = (
+    0x00000000, 0x3F800000, 0xBF800000, 0x40000000, 0x3F000000, 0x80000000, 0x7F800000,
+    0xFF800000, 0x7FC00000, 0xFFC00000, 0x7FC00001, 0x7F800001, 0xFFA00001, 0x00000001,
+    0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x4F000000, 0xCF000000, 0x4F800000,
+    0x5F000000, 0x5F800000, 0x33800000,
+)  # fmt: skip
+_F64_SPECIALS = (
+    0x0000000000000000, 0x3FF0000000000000, 0xBFF0000000000000, 0x4000000000000000,
+    0x3FE0000000000000, 0x8000000000000000, 0x7FF0000000000000, 0xFFF0000000000000,
+    0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000000000001, 0x7FF0000000000001,
+    0xFFF4000000000001, 0x0000000000000001, 0x800FFFFFFFFFFFFF, 0x0010000000000000,
+    0x7FEFFFFFFFFFFFFF, 0xFFEFFFFFFFFFFFFF, 0x41E0000000000000, 0xC1E0000000000000,
+    0x41F0000000000000, 0x43E0000000000000, 0xC3E0000000000000, 0x43F0000000000000,
+    0x36A0000000000000, 0x3810000000000000,
+)  # fmt: skip
+# Rounding ties: halves for round/floor/ceil; values halfway between two floats of the
+# narrower type for conversions (2^24 + 1 to f32, 1 + 2^-24 from f64 to f32, 2^53 + 1 to f64).
+_F32_TIES = (0x3F000000, 0x3FC00000, 0x40200000, 0xBF000000, 0xC0200000, 0x4B000001, 0x3EFFFFFF)
+_F64_TIES = (
+    0x3FE0000000000000, 0x3FF8000000000000, 0x4004000000000000, 0xC004000000000000,
+    0x3FF0000010000000, 0x4170000001000000, 0x4330000000000001, 0x36A8000000000000,
+)  # fmt: skip
+_INT_TIES = (16777217, 16777219, -16777217, 9007199254740993, 2**63 + 2**10 + 1)
+FLOAT_SPECIALS = {DType.F32: _F32_SPECIALS, DType.F64: _F64_SPECIALS}
+FLOAT_WIDTH: dict[DType, Literal[32, 64]] = {DType.F32: 32, DType.F64: 64}
+FLOAT_TIES = {DType.F32: _F32_TIES, DType.F64: _F64_TIES}
+
+
+def int_specials(dt: DType) -> tuple[int, ...]:
+    """Special integers of a dtype, simplest first: 0, ±1, 2, the limits, shift widths."""
+    w = dt.bits
+    vals: tuple[int, ...] = (0, 1, -1, 2, dt.min, dt.max, dt.min + 1, dt.max - 1, w - 1, w, w + 1)
+    vals += (2 * w,)
+    vals += (-2, 1 << (w // 2), (1 << (w - 1)) - 1, 0x5555555555555555)
+    return tuple(_wrap(v, dt) for v in vals)
+
+
+def shift_amounts(dt: DType) -> tuple[int, ...]:
+    """Shift amounts at or past the width (reduced mod width by the contract), and all ones."""
+    w = dt.bits
+    return tuple(_wrap(v, dt) for v in (w, w + 1, 2 * w, w - 1, -1, dt.max, 3 * w + 5))
+
+
+def _wrap(v: int, dt: DType) -> int:
+    """v as a value of the integer dtype dt (two's complement wrap)."""
+    v &= (1 << dt.bits) - 1
+    if dt.is_signed and v >> (dt.bits - 1):
+        v -= 1 << dt.bits
+    return v
+
+
+@cache
+def _integers(n: int) -> st.SearchStrategy[int]:
+    """integers(1, n), built once per bound; callers subtract one to get an index 0 .. n-1.
+
+    The offset keeps Hypothesis's one_of re-randomising shrink pass (it probes every small
+    integer choice with minimum 0 and re-draws what follows, one test run per probe) off
+    these choices: on a batch of graphs it would cost thousands of runs.  The greedy passes
+    still lower each choice toward 0."""
+    return st.integers(1, n)
+
+
+def choose(draw: Draw, weights: Sequence[int]) -> int:
+    """An index drawn with the given weights; it shrinks toward the first positive weight.
+
+    With one positive weight nothing is drawn, so a policy that is off costs no choice."""
+    total = sum(weights)
+    if total <= 0:
+        raise ValueError("choose needs a positive weight")
+    if max(weights) == total:
+        return next(i for i, w in enumerate(weights) if w)
+    r: int = draw(_integers(total)) - 1
+    for i, w in enumerate(weights):
+        if r < w:
+            return i
+        r -= w
+    raise AssertionError("unreachable")
+
+
+def uniform(draw: Draw, n: int) -> int:
+    return choose(draw, [1] * n)
+
+
+# ------------------------------------------------------------------------------ typing tables
+
+
+@cache
+def elementwise_dtypes(op: Op) -> tuple[DType, ...]:
+    """The dtypes an elementwise op accepts, asked of the one typing rule."""
+    out = []
+    for dt in DTYPES:
+        t = TensorType(dt, ())
+        try:
+            infer(op, [t] * ARITY[op], {})
+        except TypeRuleError:
+            continue
+        out.append(dt)
+    return tuple(out)
+
+
+@cache
+def convert_targets(src: DType) -> tuple[DType, ...]:
+    out = []
+    for dt in DTYPES:
+        try:
+            infer(Op.CONVERT, [TensorType(src, ())], {"to": dt})
+        except TypeRuleError:
+            continue
+        out.append(dt)
+    return tuple(out)
+
+
+@cache
+def reshape_targets(size: int) -> tuple[Shape, ...]:
+    """Every shape of rank <= 3 with ``size`` elements, lowest rank first."""
+    out: list[Shape] = [(size,)] + ([()] if size == 1 else [])
+    divisors = [d for d in range(1, size + 1) if size % d == 0]
+    out += [(a, size // a) for a in divisors]
+    out += [(a, b, size // (a * b)) for a in divisors for b in divisors if size % (a * b) == 0]
+    return tuple(out)
+
+
+def _size(shape: Shape) -> int:
+    return math.prod(shape)
+
+
+def op_count(fn: Function) -> int:
+    """Nodes that are operations (not parameters or constants)."""
+    return sum(1 for n in fn.nodes() if n.op not in LEAF_OPS)
+
+
+# ------------------------------------------------------------------------------ one graph
+
+Accept = Callable[[TensorType], bool]
+
+
+def _small(t: TensorType) -> bool:
+    return _size(t.shape) <= MAX_ELEMENTS and len(t.shape) <= MAX_GEN_RANK
+
+
+class GraphBuilder:
+    """The state of one graph being drawn: parameters, values in creation order, uses."""
+
+    def __init__(self, draw: Draw, ops: frozenset[Op], prof: Profile) -> None:
+        self.hypothesis_draw = draw  # the draw of the innermost strategy being drawn
+        self.choices: list[Any] = []  # every primitive choice made, in order
+        self.ops = ops
+        self.p = prof
+        self.params: list[Node] = []
+        self.values: list[Node] = []
+        self.known: set[int] = set()
+        self.used: set[int] = set()
+        self.set_profile(prof)
+
+    def set_profile(self, prof: Profile) -> None:
+        self.p = prof
+        self.steps = [op for op in OP_ORDER if op in self.ops and prof.op_weights.get(op, 0) > 0]
+        if not self.steps:
+            raise ValueError("no op to generate: the allowed op set is empty")
+
+    # -- bookkeeping
+
+    def draw(self, strategy: st.SearchStrategy[Any]) -> Any:
+        """Draw one primitive choice (an integer or a float) and record it."""
+        value = self.hypothesis_draw(strategy)
+        self.choices.append(value)
+        return value
+
+    def record(self, node: Node) -> Node:
+        if id(node) not in self.known:
+            self.known.add(id(node))
+            self.values.append(node)
+        self.used.update(id(i) for i in node.inputs)
+        return node
+
+    def build(self, op: Op, inputs: Sequence[Node], **attrs: Any) -> Node:
+        return self.record(make_node(op, inputs, attrs))
+
+    def ops_so_far(self) -> int:
+        return sum(1 for v in self.values if v.op not in LEAF_OPS)
+
+    def function(self, name: str) -> Function:
+        sinks = [v for v in self.values if v.op not in LEAF_OPS and id(v) not in self.used]
+        return Function(name, self.params, sinks)
+
+    # -- leaves
+
+    def new_param(self, t: TensorType) -> Node:
+        k = len(self.params)
+        p = param(k, f"p{k}", t.dtype, t.shape)
+        self.params.append(p)
+        return self.record(p)
+
+    def constant(self, t: TensorType, pool: Sequence[int] | None = None) -> Node:
+        scalar = self.scalar(t.dtype, pool)
+        if not t.shape:
+            return scalar
+        if Op.BROADCAST not in self.ops:
+            return self.new_param(t)
+        return self.build(Op.BROADCAST, [scalar], shape=t.shape)
+
+    def scalar(self, dt: DType, pool: Sequence[int] | None = None) -> Node:
+        if pool is not None:
+            return self.record(const(pool[uniform(self.draw, len(pool))], dt))
+        if dt is DType.BOOL:
+            return self.record(const(uniform(self.draw, 2) == 1, dt))
+        if dt.is_float:
+            return self.float_const(dt)
+        kind = choose(self.draw, [self.p.special_weight, self.p.plain_weight, self.p.tie_weight])
+        if kind == 1:
+            return self.record(const(self.draw(st.integers(dt.min, dt.max)), dt))
+        vals = int_specials(dt) if kind == 0 else tuple(_wrap(v, dt) for v in _INT_TIES)
+        return self.record(const(vals[uniform(self.draw, len(vals))], dt))
+
+    def float_const(self, dt: DType) -> Node:
+        kind = choose(self.draw, [self.p.special_weight, self.p.plain_weight, self.p.tie_weight])
+        if kind == 1:
+            v = self.draw(st.floats(width=FLOAT_WIDTH[dt], allow_nan=False))
+            return self.record(const(v, dt))
+        pool = FLOAT_SPECIALS[dt] if kind == 0 else FLOAT_TIES[dt]
+        return self.float_bits(dt, pool[uniform(self.draw, len(pool))])
+
+    def float_bits(self, dt: DType, bits: int) -> Node:
+        """A float constant with exact bits; a NaN payload is bitcast from an integer."""
+        value = np.array([bits], dtype=dt.uint).view(dt.np).reshape(())
+        magnitude = bits & ~(1 << (dt.bits - 1))
+        if not np.isnan(value) or magnitude == CANONICAL_NAN[dt]:
+            return self.record(const(value, dt))
+        if Op.BITCAST not in self.ops:
+            return self.record(const(np.array(np.nan, dtype=dt.np), dt))
+        uint = DType.U32 if dt is DType.F32 else DType.U64
+        return self.build(Op.BITCAST, [self.record(const(bits, uint))], to=dt)
+
+    # -- operands
+
+    def pick(self, cands: Sequence[Node]) -> Node | None:
+        """One choice: a fresh parameter (0), a fresh constant (1), or cands[k - 2] (most recent
+        first); None asks the caller for a constant of the type it needs."""
+        fresh = self.p.fresh_weight
+        weights = [fresh * self.p.param_weight, fresh * self.p.const_weight]
+        weights += [
+            self.p.reuse_weight + (self.p.recent_weight if i == 0 else 0) for i in range(len(cands))
+        ]
+        k = choose(self.draw, weights)
+        return cands[k - 2] if k >= 2 else (_PARAM if k == 0 else None)
+
+    def operand(self, t: TensorType, other: Node | None = None) -> Node:
+        """An operand of type t; ``other`` (the anchor) stays a candidate but is not the
+        favoured most recent one, so ``x op x`` is possible without being the rule."""
+        cands = [v for v in reversed(self.values) if v.type == t and v is not other]
+        if other is not None and other.type == t:
+            cands.append(other)
+        return self.fresh(t, self.pick(cands))
+
+    def fresh(self, t: TensorType, picked: Node | None) -> Node:
+        if picked is _PARAM:
+            return self.new_param(t)
+        return self.constant(t) if picked is None else picked
+
+    def anchor(self, accept: Accept, dtypes: Sequence[DType] = DTYPES) -> Node:
+        """The first operand of a step: an earlier value it accepts or a fresh leaf of one
+        (dtype, shape) pair drawn in one choice (f32 scalars first)."""
+        cands = [
+            v
+            for v in reversed(self.values)
+            if v.dtype in dtypes and _small(v.type) and accept(v.type)
+        ]
+        picked = self.pick(cands)
+        if picked is not None and picked is not _PARAM:
+            return picked
+        types = _fresh_types(accept, tuple(dtypes), self.p.shapes)
+        return self.fresh(types[uniform(self.draw, len(types))], picked)
+
+    # -- steps
+
+    def step(self) -> Node | None:
+        """One step; None when it is skipped."""
+        k = choose(self.draw, [SKIP_WEIGHT, *(self.p.op_weights[o] for o in self.steps)])
+        if k == 0:
+            return None
+        op = self.steps[k - 1]
+        return _GENERATORS[op](self, op)
+
+
+@st.composite
+def _step(draw: Draw, g: GraphBuilder) -> Node | None:
+    """A step in a span of its own (Hypothesis's span passes work on whole steps)."""
+    g.hypothesis_draw = draw
+    return g.step()
+
+
+@cache
+def _fresh_types(
+    accept: Accept, dtypes: tuple[DType, ...], shapes: tuple[Shape, ...]
+) -> tuple[TensorType, ...]:
+    return tuple(t for dt in dtypes for s in shapes if accept(t := TensorType(dt, s)))
+
+
+# what each kind of step accepts as its first operand (module-level, so _fresh_types caches)
+
+
+def _any(t: TensorType) -> bool:
+    return True
+
+
+def _vector(t: TensorType) -> bool:
+    return len(t.shape) == 1
+
+
+def _matrix(t: TensorType) -> bool:
+    return len(t.shape) == 2
+
+
+def _tensor(t: TensorType) -> bool:
+    return len(t.shape) >= 1
+
+
+def _rank2_up(t: TensorType) -> bool:
+    return len(t.shape) >= 2
+
+
+def _broadcastable(t: TensorType) -> bool:
+    return len(t.shape) < MAX_GEN_RANK
+
+
+def _doublable(t: TensorType) -> bool:
+    return len(t.shape) >= 1 and 2 * _size(t.shape) <= MAX_ELEMENTS
+
+
+def _elementwise(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_any, elementwise_dtypes(op))
+    if op in (Op.SHL, Op.SHR) and choose(g.draw, [1, g.p.shift_weight]):
+        return g.build(op, [x, g.constant(x.type, shift_amounts(x.dtype))])
+    if op in (Op.DIV, Op.REM) and x.dtype.is_int and choose(g.draw, [1, g.p.divisor_weight]):
+        return g.build(op, [x, g.constant(x.type, (0, _wrap(-1, x.dtype)))])
+    rest = [g.operand(x.type, x) for _ in range(1, ARITY[op])]
+    return g.build(op, [x, *rest])
+
+
+def _additive(g: GraphBuilder, op: Op) -> Node:
+    """add/sub; the cancellation policy makes the first operand a product p = x * y and the
+    second either anything or p's twin (p - p, p + -p): a fused (fma) target then returns
+    the product's rounding error where the contract gives a rounded sum or zero."""
+    x = g.anchor(_any, elementwise_dtypes(op))
+    if not choose(g.draw, [1, g.p.cancel_weight]) or Op.MUL not in g.ops:
+        return g.build(op, [x, g.operand(x.type, x)])
+    p = g.build(Op.MUL, [x, g.operand(x.type, x)])
+    if uniform(g.draw, 2) == 0:
+        return g.build(op, [p, g.operand(p.type, p)])
+    twin = p if op is Op.SUB or Op.NEG not in g.ops else g.build(Op.NEG, [p])
+    return g.build(op, [p, twin])
+
+
+def _fma(g: GraphBuilder, op: Op) -> Node:
+    """fma(x, y, c); the cancellation policy makes c = -(x * y), so the exact result is the
+    product's rounding error (zero when the target computes it unfused)."""
+    x = g.anchor(_any, elementwise_dtypes(op))
+    y = g.operand(x.type, x)
+    if choose(g.draw, [1, g.p.cancel_weight]) and {Op.MUL, Op.NEG} <= g.ops:
+        c = g.build(Op.NEG, [g.build(Op.MUL, [x, y])])
+    else:
+        c = g.operand(x.type, x)
+    return g.build(op, [x, y, c])
+
+
+def _select(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_any)
+    cond = g.operand(TensorType(DType.BOOL, x.shape))
+    return g.build(op, [cond, x, g.operand(x.type, x)])
+
+
+def _convert(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_any)
+    tos = convert_targets(x.dtype)
+    return g.build(op, [x], to=tos[uniform(g.draw, len(tos))])
+
+
+def _bitcast(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_any, DTYPES[:-1])
+    tos = [d for d in DTYPES[:-1] if d.bits == x.dtype.bits and d is not x.dtype]
+    return g.build(op, [x], to=tos[uniform(g.draw, len(tos))])
+
+
+def _reduce(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_tensor, DTYPES[:-1])
+    return g.build(op, [x], axis=uniform(g.draw, len(x.shape)))
+
+
+def _dot(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_vector, DTYPES[:-1])
+    return g.build(op, [x, g.operand(x.type, x)])
+
+
+def _matmul(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_matrix, DTYPES[:-1])
+    k = x.shape[1]
+    ns = [d for d in g.p.dims if k * d <= MAX_ELEMENTS and x.shape[0] * d <= MAX_ELEMENTS]
+    n = ns[uniform(g.draw, len(ns))]
+    return g.build(op, [x, g.operand(TensorType(x.dtype, (k, n)))])
+
+
+def _broadcast_targets(shape: Shape, dims: Sequence[int]) -> list[Shape]:
+    out = [(d, *shape) for d in dims]
+    for axis, size in enumerate(shape):
+        if size == 1:
+            out += [(*shape[:axis], d, *shape[axis + 1 :]) for d in dims if d != 1]
+    return [s for s in out if _size(s) <= MAX_ELEMENTS]
+
+
+def _broadcast(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_broadcastable)
+    targets = _broadcast_targets(x.shape, g.p.dims)
+    return g.build(op, [x], shape=targets[uniform(g.draw, len(targets))])
+
+
+def _reshape(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_any)
+    targets = reshape_targets(_size(x.shape))
+    return g.build(op, [x], shape=targets[uniform(g.draw, len(targets))])
+
+
+def _transpose(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_rank2_up)
+    perms = list(itertools.permutations(range(len(x.shape))))
+    return g.build(op, [x], perm=perms[uniform(g.draw, len(perms))])
+
+
+def _slice(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_tensor)
+    start, stop = [], []
+    for d in x.shape:
+        a = uniform(g.draw, d)
+        start.append(a)
+        stop.append(a + 1 + uniform(g.draw, d - a))
+    return g.build(op, [x], start=tuple(start), stop=tuple(stop))
+
+
+def _concat(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_doublable)
+    axis = uniform(g.draw, len(x.shape))
+    rest = _size(x.shape) // x.shape[axis]
+    sizes = [x.shape[axis], *(d for d in g.p.dims if rest * (x.shape[axis] + d) <= MAX_ELEMENTS)]
+    d = sizes[uniform(g.draw, len(sizes))]
+    other = TensorType(x.dtype, (*x.shape[:axis], d, *x.shape[axis + 1 :]))
+    return g.build(op, [x, g.operand(other)], axis=axis)
+
+
+def _iota(g: GraphBuilder, op: Op) -> Node:
+    shapes = [s for s in g.p.shapes if len(s) >= 1]
+    shape = shapes[uniform(g.draw, len(shapes))]
+    to = DTYPES[uniform(g.draw, len(DTYPES) - 1)]
+    return g.build(op, [], shape=shape, axis=uniform(g.draw, len(shape)), to=to)
+
+
+_GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
+    **dict.fromkeys(OP_ORDER, _elementwise),
+    Op.ADD: _additive,
+    Op.SUB: _additive,
+    Op.FMA: _fma,
+    Op.SELECT: _select,
+    Op.CONVERT: _convert,
+    Op.BITCAST: _bitcast,
+    **dict.fromkeys((Op.SUM, Op.PROD, Op.AMIN, Op.AMAX), _reduce),
+    Op.DOT: _dot,
+    Op.MATMUL: _matmul,
+    Op.BROADCAST: _broadcast,
+    Op.RESHAPE: _reshape,
+    Op.TRANSPOSE: _transpose,
+    Op.SLICE: _slice,
+    Op.CONCAT: _concat,
+    Op.IOTA: _iota,
+}
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A drawn graph (None when every step was skipped) and the choices that drew it: replaying
+    them through :func:`recorded_graphs` (e.g. from a Hypothesis example database) draws the
+    same graph."""
+
+    fn: Function | None
+    choices: tuple[Any, ...]
+
+
+def draw_graph(
+    draw: Draw, ops: frozenset[Op], policies: Sequence[str], name: str = "fuzz"
+) -> Drawn:
+    g = GraphBuilder(draw, ops, profile(()))
+    mask = g.draw(_integers(1 << len(policies))) - 1 if policies else 0
+    g.set_profile(profile([p for i, p in enumerate(policies) if mask >> i & 1]))
+    draw(_step(g))
+    steps = 1
+    while steps < 2 * g.p.max_ops and g.ops_so_far() < g.p.max_ops:
+        g.hypothesis_draw = draw
+        if not choose(g.draw, [g.p.stop_weight, g.p.go_weight]):
+            break
+        draw(_step(g))
+        steps += 1
+    return Drawn(g.function(name) if g.ops_so_far() else None, tuple(g.choices))
+
+
+def as_ops(ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None) -> frozenset[Op]:
+    """The op set a strategy may use (None: every op)."""
+    if ops is None:
+        return frozenset(Op)
+    return frozenset(Op(o) for o in ops)
+
+
+def recorded_graphs(
+    ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None = None,
+    policies: Sequence[str] = (),
+) -> st.SearchStrategy[Drawn]:
+    """One graph over ``ops`` (default: all) with the named policies switchable, and its
+    choices."""
+    allowed, pols = as_ops(ops), tuple(policies)
+    return st.composite(lambda draw: draw_graph(draw, allowed, pols))()
+
+
+def graphs(
+    ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None = None,
+    policies: Sequence[str] = (),
+) -> st.SearchStrategy[Function | None]:
+    """One valid graph, or None when every step was skipped (a shrinker's way to delete it)."""
+    return recorded_graphs(ops, policies).map(_fn)
+
+
+def _fn(d: Drawn) -> Function | None:
+    return d.fn
+
+
+def batches(
+    ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None = None,
+    policies: Sequence[str] = (),
+    size: int = 24,
+    max_size: int = 64,
+) -> st.SearchStrategy[list[Drawn]]:
+    """A batch of graphs run together: about ``size`` graphs (at least one, at most
+    ``max_size``), each with its own choices so that one of them can be shrunk alone."""
+    one = recorded_graphs(ops, policies)
+
+    @st.composite
+    def batch(draw: Draw) -> list[Drawn]:
+        drawn = [draw(one)]
+        while len(drawn) < max_size and choose(draw, [1, max(size - 1, 0)]):
+            drawn.append(draw(one))
+        return [d for d in drawn if d.fn is not None]
+
+    return batch()

@@ -1,0 +1,180 @@
+"""Graph -> Kera source: the printer behind ``.kera`` reproducers.
+
+``render(fn, name)`` prints one exported function whose front-end compilation is the same
+graph, node for node, so the source has ``fn``'s fingerprint (``roundtrip`` checks it).  Each
+operation becomes one typed ``let`` in canonical topological order, named ``v<k>``; parameters
+keep their names; the results are returned as a tuple.  Only syntax from ``docs/language.md`` is
+used:
+
+* operators for ``+ - * / % & | ^ << >> == != < <= > >=``, prefix ``-`` (neg), ``!`` (bool not)
+  and ``~`` (integer not), ``x as T`` (convert);
+* calls with keyword attributes for every other op: ``min(a, b)``, ``sum(x, axis = 0)``,
+  ``broadcast(x, shape = [3])``, ``bitcast(x, to = f32)``, ``iota(shape = [4], axis = 0, to = i32)``;
+* scalar constants as literals in a let of their type: integers in decimal with a suffix
+  (``-2147483648i32``), floats as the shortest decimal that rounds back to the same bits
+  (``1e-45f32``, ``-0.0f64``), ``inf``, ``-inf``, ``nan`` (the canonical NaN) and ``-nan``;
+  ``true`` and ``false``.
+
+What Kera source cannot spell raises :class:`PrintError`: a tensor constant (write
+``broadcast`` of a scalar), a NaN constant with a payload (write ``bitcast`` of an integer, as
+``bitcast(0x7fc00001u32, to = f32)``), a parameter name that is not an identifier.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kera.dtypes import CANONICAL_NAN, DType
+from kera.ir import Function, Node, const_value
+from kera.ops import Op, TensorType
+
+
+class PrintError(ValueError):
+    """A graph (or node) with no Kera source spelling."""
+
+
+INFIX = {
+    Op.ADD: "+",
+    Op.SUB: "-",
+    Op.MUL: "*",
+    Op.DIV: "/",
+    Op.REM: "%",
+    Op.AND: "&",
+    Op.OR: "|",
+    Op.XOR: "^",
+    Op.SHL: "<<",
+    Op.SHR: ">>",
+    Op.EQ: "==",
+    Op.NE: "!=",
+    Op.LT: "<",
+    Op.LE: "<=",
+    Op.GT: ">",
+    Op.GE: ">=",
+}
+#: ops printed as calls of their own name, operands first, then attributes in this order
+CALL_ATTRS: dict[Op, tuple[str, ...]] = {
+    **{op: () for op in (Op.ABS, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND)},
+    **{op: () for op in (Op.MIN, Op.MAX, Op.COPYSIGN, Op.FMA, Op.SELECT, Op.DOT, Op.MATMUL)},
+    **{op: ("axis",) for op in (Op.SUM, Op.PROD, Op.AMIN, Op.AMAX)},
+    Op.BITCAST: ("to",),
+    Op.BROADCAST: ("shape",),
+    Op.RESHAPE: ("shape",),
+    Op.TRANSPOSE: ("perm",),
+    Op.SLICE: ("start", "stop"),
+    Op.CONCAT: ("axis",),
+    Op.IOTA: ("shape", "axis", "to"),
+}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def type_text(t: TensorType) -> str:
+    return f"{t.dtype}[{', '.join(map(str, t.shape))}]" if t.shape else str(t.dtype)
+
+
+def attr_text(value: object) -> str:
+    if isinstance(value, bytes):
+        raise PrintError("a bytes attribute has no source form")
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
+
+
+def float_literal(value: Any, dt: DType) -> str:
+    """The literal for one float: shortest round-tripping decimal, inf, nan or -nan."""
+    bits = int(np.array(value, dtype=dt.np).view(dt.uint))
+    sign = "-" if bits >> (dt.bits - 1) else ""
+    if np.isnan(value):
+        if bits & ~(1 << (dt.bits - 1)) != CANONICAL_NAN[dt]:
+            raise PrintError(
+                f"a {dt} NaN with payload 0x{bits:x} has no literal: bitcast an integer to it"
+            )
+        return f"{sign}nan"
+    if np.isinf(value):
+        return f"{sign}inf"
+    text = str(dt.np.type(value))  # numpy prints the shortest string that reads back the same
+    return f"{text}{dt}"
+
+
+def literal(node: Node) -> str:
+    if node.shape:
+        raise PrintError(
+            f"a constant of type {type_text(node.type)} has no literal: broadcast a scalar"
+        )
+    value = const_value(node).reshape(())
+    if node.dtype is DType.BOOL:
+        return "true" if bool(value) else "false"
+    if node.dtype.is_float:
+        return float_literal(value, node.dtype)
+    return f"{int(value)}{node.dtype}"
+
+
+def _call(name: str, args: Sequence[str], node: Node, attrs: Sequence[str]) -> str:
+    parts = [*args, *(f"{a} = {attr_text(node.attr(a))}" for a in attrs)]
+    return f"{name}({', '.join(parts)})"
+
+
+def expression(node: Node, names: Callable[[Node], str]) -> str:
+    """The source of one non-parameter node, its operands named by ``names``."""
+    args = [names(i) for i in node.inputs]
+    op = node.op
+    if op is Op.CONST:
+        return literal(node)
+    if op in INFIX:
+        return f"{args[0]} {INFIX[op]} {args[1]}"
+    if op is Op.NEG:
+        return f"-{args[0]}"
+    if op is Op.NOT:
+        return f"!{args[0]}" if node.dtype is DType.BOOL else f"~{args[0]}"
+    if op is Op.CONVERT:
+        return f"{args[0]} as {attr_text(node.attr('to'))}"
+    if op in CALL_ATTRS:
+        return _call(op.value, args, node, CALL_ATTRS[op])
+    raise PrintError(f"no source form for op {op}")
+
+
+def render(fn: Function, name: str, header: Sequence[str] = ()) -> str:
+    """Kera source of ``fn`` exported as ``name``; comment lines from ``header`` first."""
+    if not _IDENT.match(name):
+        raise PrintError(f"function name {name!r} is not an identifier")
+    params = [str(p.attr("name")) for p in fn.params]
+    for p in params:
+        if not _IDENT.match(p):
+            raise PrintError(f"parameter name {p!r} is not an identifier")
+    prefix = "v"
+    while any(p.startswith(prefix) for p in params):
+        prefix += "v"
+    names: dict[int, str] = {id(p): str(p.attr("name")) for p in fn.params}
+    body: list[str] = []
+    for node in fn.nodes():
+        if node.op is Op.PARAM:
+            continue
+        text = expression(node, lambda n: names[id(n)])
+        names[id(node)] = f"{prefix}{len(body)}"
+        body.append(f"    let {names[id(node)]}: {type_text(node.type)} = {text};")
+    results = [names[id(r)] for r in fn.results]
+    ret_types = [type_text(r.type) for r in fn.results]
+    ret = ret_types[0] if len(ret_types) == 1 else f"({', '.join(ret_types)})"
+    value = results[0] if len(results) == 1 else f"({', '.join(results)})"
+    signature = ", ".join(
+        f"{n}: {type_text(p.type)}" for n, p in zip(params, fn.params, strict=True)
+    )
+    lines = [f"// {h}" if h else "//" for h in header]
+    lines += [f"export fn {name}({signature}) -> {ret} {{", *body, f"    {value}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def roundtrip(fn: Function, text: str) -> str | None:
+    """None when ``text`` compiles to a function with fn's fingerprint, else why not."""
+    from kera import frontend
+
+    result = frontend.compile_source(text, "<fuzz>")
+    if result.graph is None or not result.ok:
+        return frontend.render_diagnostics(result.diagnostics, text, "<fuzz>").strip()
+    got = [f.fingerprint for f in result.graph.functions.values()]
+    if got != [fn.fingerprint]:
+        return f"the source compiles to fingerprint(s) {got}, expected {fn.fingerprint}"
+    return None
