@@ -3,9 +3,9 @@ name each divergence by its *signature*.
 
 Cases.  A :class:`Case` is a function and its input batch; its key is the fingerprint plus a
 digest of the inputs.  Fuzzed graphs get the harness's special-biased inputs
-(``keracheck.inputs.generate`` with the campaign seed), so a case is a pure function of its
-graph and every result can be cached by key: the shrinker re-runs batches whose graphs it left
-unchanged for free.
+(``keracheck.inputs.generate`` with the campaign seed) with a few *splat* rows added
+(:func:`fuzz_inputs`), so a case is a pure function of its graph and every result can be cached
+by key: the shrinker re-runs graphs it left unchanged for free.
 
 Execution.  Each target runs a list of cases in one call through ``keracheck.worker.execute``
 (the back end's ``run_many``, one toolchain call for the batch): in a warm child process
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from kera import keg
+from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, Graph, Node
 from kera.ops import Op
@@ -181,6 +182,29 @@ class Runner:
             self.worker.close()
 
 
+def fuzz_inputs(fn: Function, n: int, seed: int) -> dict[str, Array]:
+    """The harness's generated inputs, with the last n // 8 rows *splat*: every element of a
+    parameter holds one special value there (all -0.0, all NaN, all MIN ...), which the
+    element-wise random mix almost never gives a whole tensor (reduction identities, NaN
+    propagation through reductions)."""
+    out = inputs_mod.generate(fn, n, seed)
+    digest = hashlib.sha256(f"keracheck-fuzz/splat\0{seed}\0{fn.fingerprint}".encode()).digest()
+    rng = np.random.default_rng(list(digest))
+    for p in fn.params:
+        name, dt = str(p.attr("name")), p.dtype
+        pool = _splat_pool(dt)
+        for r in range(n - n // 8, n):
+            out[name][r] = pool[int(rng.integers(len(pool)))]
+    return out
+
+
+def _splat_pool(dt: DType) -> Array:
+    if dt is DType.BOOL:
+        return np.array([False, True])
+    bits = inputs_mod.FLOAT_SPECIALS[dt] if dt.is_float else inputs_mod.int_specials(dt)
+    return np.array(bits, dtype=dt.uint).view(dt.np)
+
+
 def _interpret(case: Case) -> Result:
     try:
         return [np.ascontiguousarray(o) for o in interpret(case.fn, case.inputs)]
@@ -243,14 +267,12 @@ class Oracle:
             r.close()
 
     def case(self, fn: Function) -> Case:
-        """fn with the harness's generated inputs for the campaign seed (cached)."""
+        """fn with its fuzzing inputs for the campaign seed (cached)."""
         case = self.cases.get(fn.fingerprint)
         if case is None:
             if len(self.cases) > Runner.MAX_CACHE:
                 self.cases.clear()
-            case = self.cases[fn.fingerprint] = Case(
-                fn, inputs_mod.generate(fn, self.n_inputs, self.seed)
-            )
+            case = self.cases[fn.fingerprint] = Case(fn, fuzz_inputs(fn, self.n_inputs, self.seed))
         return case
 
     def judged(self, fn: Function) -> bool:

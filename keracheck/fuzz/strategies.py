@@ -338,18 +338,28 @@ class GraphBuilder:
         return self.constant(t) if picked is None else picked
 
     def anchor(self, accept: Accept, dtypes: Sequence[DType] = DTYPES) -> Node:
-        """The first operand of a step: an earlier value it accepts or a fresh leaf of one
-        (dtype, shape) pair drawn in one choice (f32 scalars first)."""
+        """The first operand of a step, in one choice: a fresh parameter of each accepted type
+        (f32 scalars first), a fresh constant (its type drawn next), or an earlier value it
+        accepts.  A fresh parameter costs no more choices than a reused value, so the shrinker
+        can swap a computed operand for a parameter and then delete the step that made it."""
+        types = _fresh_types(accept, tuple(dtypes), self.p.shapes)
         cands = [
             v
             for v in reversed(self.values)
             if v.dtype in dtypes and _small(v.type) and accept(v.type)
         ]
-        picked = self.pick(cands)
-        if picked is not None and picked is not _PARAM:
-            return picked
-        types = _fresh_types(accept, tuple(dtypes), self.p.shapes)
-        return self.fresh(types[uniform(self.draw, len(types))], picked)
+        n, fresh = len(types), self.p.fresh_weight
+        weights = [fresh * self.p.param_weight] * n + [fresh * self.p.const_weight * n]
+        weights += [
+            n * (self.p.reuse_weight + (self.p.recent_weight if i == 0 else 0))
+            for i in range(len(cands))
+        ]
+        k = choose(self.draw, weights)
+        if k < n:
+            return self.new_param(types[k])
+        if k == n:
+            return self.constant(types[uniform(self.draw, n)])
+        return cands[k - n - 1]
 
     # -- steps
 

@@ -10,6 +10,7 @@ signature the fuzzer must report and the op count of the minimal graph it must s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -347,3 +348,15 @@ PLANTED: dict[type[Planted], tuple[frozenset[str], str, int]] = {
     NegCanonicalises: (frozenset({"neg"}), "nan-payload", 1),
     U32ViaI64: (frozenset({"convert"}), "int", 1),
 }
+
+
+class CrashOnSqrt(Planted):
+    """Not a catalog entry: the target process dies (``_exit``) on any graph with a sqrt, to
+    check that the fuzzer isolates crashes and still names the op."""
+
+    name = "planted-crash"
+
+    def run(self, fn: Function, inputs: dict[str, Array]) -> list[Array]:
+        if any(n.op is Op.SQRT for n in fn.nodes()):
+            os._exit(9)
+        return super().run(fn, inputs)

@@ -1,0 +1,257 @@
+"""keracheck.fuzz strategies, policies and the graph -> Kera printer.
+
+Generated graphs must be valid (every node re-types under the one typing rule, the .keg loader
+accepts them, the interpreter runs them without a warning), cover every dtype, odd and
+power-of-two lengths and the special constants, replay exactly from their recorded choices, and
+shrink to small graphs.  The printer's source must compile back to the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, find, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
+
+from kera import keg
+from kera.dtypes import DType
+from kera.interp import interpret
+from kera.ir import Function, FunctionBuilder, Graph, const, make_node, param
+from kera.ops import Op, infer
+from keracheck.fuzz import policies, to_kera
+from keracheck.fuzz.strategies import (
+    LEAF_OPS,
+    Drawn,
+    batches,
+    choose,
+    graphs,
+    op_count,
+    recorded_graphs,
+)
+from keracheck.inputs import generate
+
+ALL_POLICIES = tuple(policies.POLICIES)
+QUIET = settings(
+    database=None,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.generate],
+    verbosity=Verbosity.quiet,
+)
+
+
+def sample(n_examples: int, seed_: int, **kw: Any) -> list[Function]:
+    """Graphs of ``n_examples`` generated batches (fixed seed, so the sample is stable)."""
+    out: list[Function] = []
+
+    @settings(QUIET, max_examples=n_examples)
+    @seed(seed_)
+    @given(batches(**kw))
+    def collect(batch: list[Drawn]) -> None:
+        out.extend(d.fn for d in batch if d.fn is not None)
+
+    collect()
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Function]:
+    return sample(60, 1, policies=ALL_POLICIES)
+
+
+def test_generated_graphs_are_valid(corpus: list[Function]) -> None:
+    assert len(corpus) > 200
+    for fn in corpus:
+        for n in fn.nodes():
+            if n.op not in LEAF_OPS:
+                assert infer(n.op, [i.type for i in n.inputs], n.attrs) == n.type
+        loaded = keg.loads(keg.dumps(Graph([fn]))).functions[fn.name]
+        assert loaded.fingerprint == fn.fingerprint
+        assert fn.results and all(r.op not in LEAF_OPS for r in fn.results)
+        names = fn.param_names()
+        assert names == [f"p{k}" for k in range(len(names))]
+
+
+def test_generated_graphs_run_on_the_interpreter(corpus: list[Function]) -> None:
+    for fn in corpus[:150]:
+        outs = interpret(fn, generate(fn, 8, 0))  # warnings are errors under pytest -W error
+        rows = 8 if fn.params else 1  # a function without parameters runs once
+        assert [o.shape for o in outs] == [(rows, *r.shape) for r in fn.results]
+
+
+def test_coverage_of_dtypes_shapes_ops_and_constants(corpus: list[Function]) -> None:
+    dtypes, lengths, ops = set(), set(), collections.Counter()
+    constants: set[int] = set()
+    for fn in corpus:
+        for n in fn.nodes():
+            dtypes.add(n.dtype)
+            lengths.update(n.shape)
+            ops[n.op] += 1
+            if n.op is Op.CONST:
+                raw = n.attr("value")
+                assert isinstance(raw, bytes)
+                constants.add(int.from_bytes(raw, "little"))
+    assert dtypes == set(DType)
+    assert {1, 2, 3, 4, 5, 7, 8, 16, 17} <= lengths  # odd and power-of-two lengths
+    assert set(Op) - set(ops) <= {Op.PARAM}, f"never generated: {set(Op) - set(ops)}"
+    # -0.0 in f32 and f64, the smallest subnormal, a NaN payload (bitcast from u32), u32 MAX
+    for bits in (0x80000000, 0x8000000000000000, 0x00000001, 0x7FC00001, 0xFFFFFFFF):
+        assert bits in constants, hex(bits)
+
+
+def test_payload_nans_are_bitcast_from_integers(corpus: list[Function]) -> None:
+    for fn in corpus:
+        for n in fn.nodes():
+            if n.op is Op.CONST and n.dtype.is_float:
+                v = np.frombuffer(n.attr("value"), dtype=n.dtype.np)  # type: ignore[arg-type]
+                bits = int(v.view(n.dtype.uint)[0]) & ~(1 << (n.dtype.bits - 1))
+                assert not np.isnan(v[0]) or bits in (0x7FC00000, 0x7FF8000000000000)
+
+
+def test_only_allowed_ops_are_generated() -> None:
+    allowed = {Op.ADD, Op.MUL, Op.MIN}
+    for fn in sample(40, 2, ops=allowed, policies=ALL_POLICIES):
+        assert {n.op for n in fn.nodes()} - LEAF_OPS <= allowed
+
+
+def test_each_policy_changes_the_graphs() -> None:
+    base = policies.profile(())
+    for name in policies.POLICIES:
+        assert policies.profile((name,)) != base, name
+    shifts = [
+        n.inputs[1]
+        for fn in sample(40, 3, ops={Op.SHL, Op.SHR, Op.BROADCAST}, policies=("shift-overflow",))
+        for n in fn.nodes()
+        if n.op in (Op.SHL, Op.SHR)
+    ]
+    over = [s for s in shifts if s.op is Op.CONST or s.op is Op.BROADCAST]
+    assert over, "the shift-overflow policy never made a constant shift amount"
+
+
+def test_policy_names() -> None:
+    assert policies.parse(None) == ALL_POLICIES
+    assert policies.parse("all") == ALL_POLICIES
+    assert policies.parse("none") == ()
+    assert policies.parse("ties, specials") == ("ties", "specials")
+    with pytest.raises(policies.PolicyError, match="unknown policy 'bogus'"):
+        policies.parse("ties,bogus")
+
+
+@given(st.data())
+def test_choose_never_returns_a_zero_weight(data: st.DataObject) -> None:
+    weights = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=6).filter(any))
+    assert weights[choose(data.draw, weights)] > 0
+
+
+def test_choose_draws_nothing_for_one_choice() -> None:
+    def no_draw(strategy: object) -> object:
+        raise AssertionError("drew")
+
+    assert choose(no_draw, [0, 5, 0]) == 1
+
+
+def test_recorded_choices_replay_the_same_graph() -> None:
+    drawn: list[Drawn] = []
+
+    @settings(QUIET, max_examples=15)
+    @seed(4)
+    @given(batches(policies=ALL_POLICIES))
+    def collect(batch: list[Drawn]) -> None:
+        drawn.extend(batch)
+
+    collect()
+    for d in drawn[:40]:
+        replayed = _replay(d.choices)
+        assert d.fn is not None and replayed is not None
+        assert replayed.fingerprint == d.fn.fingerprint
+
+
+def _replay(choices: tuple[Any, ...]) -> Function | None:
+    """The graph Hypothesis draws when it replays ``choices`` from an example database."""
+    db = InMemoryExampleDatabase()
+    db.save(b"k.secondary", choices_to_bytes(choices))
+    seen: list[Drawn] = []
+
+    @settings(QUIET, database=db, max_examples=2, phases=[Phase.reuse])
+    @given(recorded_graphs(policies=ALL_POLICIES))
+    def replay(x: Drawn) -> None:
+        seen.append(x)
+
+    replay._hypothesis_internal_database_key = b"k"  # type: ignore[attr-defined]
+    replay()
+    return seen[0].fn if seen else None
+
+
+@pytest.mark.parametrize(
+    ("what", "condition", "most_ops"),
+    [
+        ("a min on f64", lambda f: any(n.op is Op.MIN and n.dtype is DType.F64 for n in f.nodes()), 1),
+        ("a convert f64 -> i32", lambda f: any(n.op is Op.CONVERT and n.dtype is DType.I32 and n.inputs[0].dtype is DType.F64 for n in f.nodes()), 1),
+        ("a sum", lambda f: any(n.op is Op.SUM for n in f.nodes()), 1),
+    ],
+)  # fmt: skip
+def test_shrinking_reaches_small_graphs(what: str, condition: Any, most_ops: int) -> None:
+    found = find(
+        graphs(policies=ALL_POLICIES),
+        lambda f: f is not None and condition(f),
+        settings=settings(QUIET, max_examples=3000, phases=[Phase.generate, Phase.shrink]),
+        random=__import__("random").Random(0),
+    )
+    assert found is not None
+    assert op_count(found) <= most_ops, f"{what}: {op_count(found)} ops"
+
+
+# ------------------------------------------------------------------------------ the printer
+
+
+def test_printed_source_compiles_to_the_same_fingerprint(corpus: list[Function]) -> None:
+    pytest.importorskip("kera.frontend", reason="kera.frontend (the Kera front end) is missing")
+    for fn in corpus:
+        text = to_kera.render(fn, "case", ["a header line"])
+        assert to_kera.roundtrip(fn, text) is None, text
+
+
+LITERALS = [
+    (DType.F32, 0x80000000, "-0.0f32"),
+    (DType.F32, 0x00000001, "1e-45f32"),
+    (DType.F32, 0x7F7FFFFF, "3.4028235e+38f32"),
+    (DType.F32, 0xFFC00000, "-nan"),
+    (DType.F64, 0x7FF8000000000000, "nan"),
+    (DType.F64, 0xFFF0000000000000, "-inf"),
+    (DType.F64, 0x3FB999999999999A, "0.1f64"),
+]
+
+
+@pytest.mark.parametrize(("dtype", "bits", "text"), LITERALS)
+def test_float_literals_keep_exact_bits(dtype: DType, bits: int, text: str) -> None:
+    pytest.importorskip("kera.frontend", reason="kera.frontend (the Kera front end) is missing")
+    value = np.array([bits], dtype=dtype.uint).view(dtype.np).reshape(())
+    node = const(value, dtype)
+    assert to_kera.literal(node) == text
+    b = FunctionBuilder("f")
+    x = b.param("x", dtype)
+    fn = b.build(b.op("add", x, node))
+    assert to_kera.roundtrip(fn, to_kera.render(fn, "f")) is None
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value", "text"),
+    [(DType.I32, -(2**31), "-2147483648i32"), (DType.U64, 2**64 - 1, "18446744073709551615u64"), (DType.BOOL, True, "true")],
+)  # fmt: skip
+def test_integer_and_bool_literals(dtype: DType, value: int, text: str) -> None:
+    assert to_kera.literal(const(value, dtype)) == text
+
+
+def test_what_source_cannot_spell_is_refused() -> None:
+    with pytest.raises(to_kera.PrintError, match="broadcast a scalar"):
+        to_kera.literal(const(1.0, DType.F32, [3]))
+    payload = np.array([0x7FC00001], dtype=np.uint32).view(np.float32).reshape(())
+    with pytest.raises(to_kera.PrintError, match="bitcast an integer"):
+        to_kera.literal(const(payload, DType.F32))
+    fn = Function("f", [param(0, "1x", DType.F32)], [make_node("neg", [param(0, "1x", DType.F32)])])
+    with pytest.raises(to_kera.PrintError, match="not an identifier"):
+        to_kera.render(fn, "f")
