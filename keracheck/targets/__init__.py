@@ -35,6 +35,8 @@ BUILTIN: dict[str, str] = {
     "ptx-emu": "keracheck.targets.ptx:PtxEmuBackend",
     "ptx-emu:adversarial": "keracheck.targets.ptx:PtxEmuAdversarialBackend",
     "ptx-gpu": "keracheck.targets.ptx:PtxGpuBackend",
+    "verilog": "keracheck.targets.verilog:CocotbTarget",
+    "verilog-verilator": "keracheck.targets.verilog:VerilatorTarget",
 }
 
 #: ids the default target set leaves out (ISA-level variants of another target)

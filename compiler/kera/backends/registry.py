@@ -52,3 +52,12 @@ def _c(graph: Graph, output: str | None) -> None:
 
 
 EMITTERS["c"] = _c
+
+
+def _verilog(graph: Graph, output: str | None) -> None:
+    from kera.backends.verilog import write
+
+    write(graph, output)
+
+
+EMITTERS["verilog"] = _verilog
