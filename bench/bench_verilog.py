@@ -13,7 +13,8 @@ Phases (wall-clock time; builds are measured cold, in a fresh cache directory):
 * ``verilator`` the plain bench with ``verilator --binary``: cold build at -O0 (small batches)
                 and at the default optimisation, then 1M vectors through the optimised build.
 * ``corpus``    every function of the corpus with 64 generated vectors through ``run_many`` of
-                both targets, cold (fresh cache) and warm (cached build): cases/s.
+                both targets (what keracheck calls: simulations chunked by core count), cold
+                (fresh build cache) and warm (cached builds): cases/s.
 * ``yosys``     (with ``--yosys``) synth_ice40 resource estimate of the 50-op datapath.
 
 The 50-op graph is scalar f32 (x, y, z) -> 2 results, cycling through add, mul, sub, fma, div,
@@ -23,6 +24,7 @@ sqrt(abs), min, max, floor, round, convert to i32 and back, compare + select and
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import tempfile
@@ -154,22 +156,33 @@ def corpus_cases(directory: Path) -> list[Case]:
 
 
 def phase_corpus(directory: Path, skip: set[str]) -> None:
+    """Both targets' run_many (what keracheck calls), in a fresh build cache, then warm."""
     cases = corpus_cases(directory)
-    runs = {
-        "verilog-verilator": lambda c, cache: vt.run_plain(c, "verilator", cache=cache),
-        "verilog": lambda c, cache: vt.run_cocotb(c, cache=cache),
-    }
-    for name, run in runs.items():
+    for name, factory in vt.TARGETS.items():
         if name in skip:
             continue
+        target = factory()
         with tempfile.TemporaryDirectory() as tmp:
-            cold, _ = timed(lambda: run(cases, Path(tmp)))  # noqa: B023
-            warm, _ = timed(lambda: run(cases, Path(tmp)))  # noqa: B023
-        n = len(cases)
+            saved = os.environ.get("KERACHECK_CACHE")
+            os.environ["KERACHECK_CACHE"] = tmp
+            try:
+                cold, res = timed(lambda: target.run_many(cases))  # noqa: B023
+                warm, _ = timed(lambda: target.run_many(cases))  # noqa: B023
+            finally:
+                _restore("KERACHECK_CACHE", saved)
+        n, bad = len(cases), sum(isinstance(r, Exception) for r in res)
+        sims = len(vt.chunks(cases))
         print(
-            f"corpus     {name}: {n} cases x 64 vectors, cold {cold:.1f} s ({n / cold:.2f} "
-            f"cases/s), warm {warm:.1f} s ({n / warm:.2f} cases/s)"
+            f"corpus     {name}: {n} cases x 64 vectors in {sims} simulations, cold {cold:.1f} s "
+            f"({n / cold:.2f} cases/s), warm {warm:.1f} s ({n / warm:.2f} cases/s), {bad} errors"
         )
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def phase_yosys(fn: Function) -> None:

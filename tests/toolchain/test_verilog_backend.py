@@ -419,6 +419,16 @@ def test_resource_estimate() -> None:
     assert res["ffs"] == 33 and res["luts"] >= 32 and res["carries"] >= 31
 
 
+def test_write_emits_designs_library_and_schedule(tmp_path: Path) -> None:
+    from kera.backends.verilog import write
+    from kera.ir import Graph
+
+    write(Graph([_golden_fn()]), str(tmp_path))
+    assert (tmp_path / "kera_golden.v").read_text() == emit(_golden_fn()).text
+    assert sorted(p.name for p in (tmp_path / "rtl").iterdir()) == [p.name for p in rtl_sources()]
+    assert '"latency": 4' in (tmp_path / "schedule.json").read_text()
+
+
 def test_schedule_report() -> None:
     rep = emit(_golden_fn()).report()
     assert rep["latency"] == 4 and rep["core_instances"] == 3

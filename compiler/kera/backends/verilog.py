@@ -38,7 +38,9 @@ with reset.  Only elements that reach a result are built.
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,10 +122,9 @@ class Netlist:
 
     def core(self, module: str, width: int, ins: Sequence[int], **params: int) -> int:
         """A clocked core (its latency) or a combinational core (registered: latency 1)."""
-        lat = CORES[module].latency(params)
-        cell = Cell("core", width, tuple(ins), max(lat, 1), module=module)
-        cell.params = tuple(params.items())
-        cell.outputs = CORES[module].outputs
+        core = CORES[module]
+        cell = Cell("core", width, tuple(ins), max(core.latency(params), 1), module=module)
+        cell.params, cell.outputs = tuple(params.items()), core.outputs
         return self.add(cell)
 
     def wire_core(self, module: str, width: int, ins: Sequence[int], **params: int) -> int:
@@ -211,9 +212,9 @@ _CMP_OPS = {Op.EQ: "==", Op.NE: "!=", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE
 def _compare(nl: Netlist, node: Node, a: Sequence[int]) -> int:
     src = _src(node)
     if src.is_float:
-        cell = nl.cells[nl.core("kf_fcmp", 1, a, **fparams(src))]
-        cell.out = node.op.value
-        return len(nl.cells) - 1
+        i = nl.core("kf_fcmp", 1, a, **fparams(src))
+        nl.cells[i].out = node.op.value  # the one of the six outputs this net is
+        return i
     sym = _CMP_OPS[node.op]
     if src.is_signed and node.op not in (Op.EQ, Op.NE):
         return nl.expr(f"$signed(@0) {sym} $signed(@1)", 1, a)
@@ -741,9 +742,6 @@ def _core_key(cell: Cell) -> str:
 def write(graph: Graph, output: str | None) -> None:
     """``kerac emit --target verilog FILE -o DIR``: one ``<top>.v`` per exported function,
     the library sources under ``DIR/rtl`` and the schedules in ``DIR/schedule.json``."""
-    import json
-    import shutil
-
     designs = emit_graph(graph)
     if output is None:
         for d in designs:
