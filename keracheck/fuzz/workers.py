@@ -1,31 +1,113 @@
-"""Warm worker processes: one long-lived child per target, for the fuzzer's many small batches.
+"""Warm workers: one long-lived process per target that forks a child for each batch.
 
-``keracheck.worker.run_isolated`` starts a fresh process per batch; a forkserver child re-runs
-the parent's ``__main__`` module first, which for the ``keracheck`` command costs ~0.1 s, more
-than a planted-bug plugin needs for a whole batch and a real share of a shrink step.  A
-:class:`WarmWorker` keeps one child per target and sends it each batch over a pipe; the child
-runs it with ``keracheck.worker.execute`` (the back end's ``run_many``, exactly as the harness
-does).  Isolation is kept: when the child crashes, or does not answer within the time limit,
-it is killed and the batch goes to ``run_isolated``, which re-runs it in a fresh process and
-then case by case, so a bad case is an error for that case only.  The child is also replaced
-every ``recycle`` batches, so a back end that keeps state per batch (loaded libraries) cannot
-grow without bound.
+``keracheck.worker.run_isolated`` starts a fresh forkserver process per batch, and such a
+process first re-imports the parent's ``__main__`` (the whole ``keracheck`` CLI): ~0.1 s, more
+than a planted-bug plugin needs for a batch, and paid again for every crashing case.  A
+:class:`WarmWorker` starts one *zygote* process per target once; the zygote imports the back
+end's module and then, for each batch, ``fork``s a child that runs the batch with
+``keracheck.worker.execute`` (the back end's ``run_many``, exactly as the harness does) and
+sends the results back.  Forking a process that has everything imported takes milliseconds.
+
+Isolation is that of ``run_isolated``: a child that crashes or exceeds its limit (``timeout``
+per case) is killed, and its batch is re-run one case per child, so a bad case is an error for
+that case only, with the harness's messages ("target process crashed (exit code N)", "timed
+out after N s").  Every batch starts from the zygote's state, so nothing leaks between batches.
+The zygote itself is single-threaded and never runs a case.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
+import pickle
+import select
+import signal
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from keracheck.worker import Job, JobResult, execute, run_isolated
+from keracheck.worker import Job, JobResult, execute
 
 _PRELOAD = ["numpy", "kera.interp", "kera.keg", "keracheck.worker", "keracheck.targets"]
+Outcome = dict[str, JobResult] | str  # results, or why there are none
 
 
-def _serve(conn: Connection, spec: str) -> None:
-    """The child: run each batch it is sent until it gets None."""
+# ------------------------------------------------------------------------------ the zygote
+
+
+def _read_all(fd: int, deadline: float) -> bytes | None:
+    """Everything written to fd until EOF, or None past the deadline."""
+    chunks: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _child(spec: str, jobs: list[Job], fd: int) -> None:
+    """In the forked child: run the batch, write the pickled results, exit at once."""
+    code = 0
+    try:
+        data = pickle.dumps(("ok", execute(spec, jobs, 1)))
+    except BaseException as e:
+        data = pickle.dumps(("fail", f"{type(e).__name__}: {e}"))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BaseException:
+        code = 1
+    os._exit(code)
+
+
+def _fork_run(spec: str, jobs: list[Job], limit: float) -> Outcome:
+    """Run jobs in a forked child within ``limit`` seconds."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        _child(spec, jobs, w)
+    os.close(w)
+    try:
+        data = _read_all(r, time.monotonic() + limit)
+    finally:
+        os.close(r)
+    if data is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return f"timed out after {limit:.0f} s"
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        return f"target process crashed (exit code {os.waitstatus_to_exitcode(status)})"
+    kind, payload = pickle.loads(data)
+    return dict(payload) if kind == "ok" else f"target process failed: {payload}"
+
+
+def _isolated(spec: str, jobs: list[Job], timeout: float) -> dict[str, JobResult]:
+    """A batch in one child; if that child fails, each case in a child of its own."""
+    done = _fork_run(spec, jobs, timeout * len(jobs) + 2.0)
+    if isinstance(done, dict):
+        return done
+    if len(jobs) == 1:
+        return {jobs[0].key: JobResult("error", done)}
+    out: dict[str, JobResult] = {}
+    for job in jobs:
+        one = _fork_run(spec, [job], timeout + 2.0)
+        out[job.key] = one[job.key] if isinstance(one, dict) else JobResult("error", one)
+    return out
+
+
+def _zygote(conn: Connection, spec: str, timeout: float) -> None:
+    """The long-lived process: import the back end once, then fork per batch."""
+    with contextlib.suppress(Exception):  # a broken plugin fails per batch, with its message
+        from keracheck.targets import instantiate
+
+        instantiate(spec)
     while True:
         try:
             jobs = conn.recv()
@@ -33,51 +115,49 @@ def _serve(conn: Connection, spec: str) -> None:
             return
         if jobs is None:
             return
-        try:
-            conn.send(("ok", execute(spec, jobs, 1)))
-        except BaseException as e:
-            conn.send(("fail", f"{type(e).__name__}: {e}"))
+        conn.send(_isolated(spec, jobs, timeout))
+
+
+# ------------------------------------------------------------------------------ the parent
 
 
 class WarmWorker:
-    """One long-lived worker process for one target spec."""
+    """The zygote of one target spec, started on first use."""
 
-    def __init__(self, spec: str, timeout: float, recycle: int = 256) -> None:
+    def __init__(self, spec: str, timeout: float) -> None:
         self.spec = spec
         self.timeout = timeout
-        self.recycle = recycle
         self.proc: Any = None
         self.conn: Connection | None = None
-        self.batches = 0
-        self.restarts = 0
+        self.starts = 0
 
     def run(self, jobs: list[Job]) -> dict[str, JobResult]:
-        if self.proc is None or not self.proc.is_alive() or self.batches >= self.recycle:
+        if self.proc is None or not self.proc.is_alive():
             self._start()
         assert self.conn is not None
-        self.batches += 1
+        # the zygote enforces the limits; this bound only guards against the zygote itself
+        bound = 2 * (self.timeout + 2.0) * (len(jobs) + 1) + 30.0
         try:
             self.conn.send(jobs)
-            if self.conn.poll(self.timeout * len(jobs) + 2.0):
-                kind, payload = self.conn.recv()
-                if kind == "ok":
-                    return dict(payload)
-        except (EOFError, OSError):
-            pass
-        self.close()  # crashed, hung or failed: isolate the batch the slow way
-        return run_isolated(self.spec, jobs, 1, self.timeout)
+            if self.conn.poll(bound):
+                done: dict[str, JobResult] = self.conn.recv()
+                return done
+            why = f"worker for {self.spec} did not answer within {bound:.0f} s"
+        except (EOFError, OSError) as e:
+            why = f"worker for {self.spec} died: {type(e).__name__}: {e}"
+        self.close()
+        return {job.key: JobResult("error", why) for job in jobs}
 
     def _start(self) -> None:
         self.close()
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.spec), daemon=True)
+        self.proc = ctx.Process(target=_zygote, args=(child, self.spec, self.timeout), daemon=True)
         self.proc.start()
         child.close()
         self.conn = parent
-        self.batches = 0
-        self.restarts += 1
+        self.starts += 1
 
     def close(self) -> None:
         if self.conn is not None:
@@ -86,7 +166,7 @@ class WarmWorker:
             self.conn.close()
             self.conn = None
         if self.proc is not None:
-            self.proc.join(0.5)
+            self.proc.join(1.0)
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(5)
