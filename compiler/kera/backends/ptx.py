@@ -39,10 +39,11 @@ from typing import Any
 
 import numpy as np
 
+from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Graph, Node, const_value
 from kera.ops import Op
-from kera.semantics import SEMANTICS, convert
+from kera.semantics import convert
 
 VERSION = "8.0"
 TARGET = "sm_80"
@@ -404,11 +405,7 @@ def _products(k: Kernel, node: Node, a: Sequence[str], b: Sequence[str]) -> Elem
 
 
 def _reduce(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    axis = node.attr("axis")
-    assert isinstance(axis, int)
-    idx = np.arange(len(ins[0])).reshape(node.inputs[0].shape)
-    rows = np.moveaxis(idx, axis, -1).reshape(-1, node.inputs[0].shape[axis])
-    return [tree(k, node, node.op, [ins[0][j] for j in row]) for row in rows]
+    return [tree(k, node, node.op, [ins[0][j] for j in row]) for row in reduce_rows(node)]
 
 
 def _dot(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
@@ -416,29 +413,16 @@ def _dot(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
 
 
 def _matmul(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    (m, kk), (_, n) = node.inputs[0].shape, node.inputs[1].shape
-    out = []
-    for i in range(m):
-        row = ins[0][i * kk : (i + 1) * kk]
-        for j in range(n):
-            col = [ins[1][t * n + j] for t in range(kk)]
-            out.append(tree(k, node, Op.SUM, _products(k, node, row, col)))
-    return out
-
-
-# -- data movement: compile-time index maps through the contract's own semantics -------------
+    a, b = ins
+    return [
+        tree(k, node, Op.SUM, _products(k, node, [a[i] for i in row], [b[j] for j in col]))
+        for row, col in matmul_pairs(node)
+    ]
 
 
 def _movement(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    """Apply the semantics table's data-movement function to element *indices*."""
-    offsets = np.cumsum([0] + [len(e) for e in ins])
-    idx = [
-        (np.arange(len(e), dtype=np.int64) + off).reshape((1, *i.shape))
-        for e, off, i in zip(ins, offsets, node.inputs, strict=False)
-    ]
     flat = [x for e in ins for x in e]
-    moved = SEMANTICS[node.op](node, *idx).reshape(-1)
-    return [flat[int(j)] for j in moved]
+    return [flat[j] for j in movement_map(node)]
 
 
 STRUCTURAL: dict[Op, Callable[[Kernel, Node, list[Elems]], Elems]] = {

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Graph, Node, const_value
 from kera.ops import Op
@@ -363,12 +364,7 @@ def _products(nl: Netlist, node: Node, a: Sequence[int], b: Sequence[int]) -> El
 
 
 def _reduce(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    axis = node.attr("axis")
-    assert isinstance(axis, int)
-    shape = node.inputs[0].shape
-    idx = np.arange(size(shape)).reshape(shape)
-    rows = np.moveaxis(idx, axis, -1).reshape(-1, shape[axis])
-    return [tree(nl, node, node.op, [ins[0][int(j)] for j in row]) for row in rows]
+    return [tree(nl, node, node.op, [ins[0][j] for j in row]) for row in reduce_rows(node)]
 
 
 def _dot(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
@@ -376,26 +372,16 @@ def _dot(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
 
 
 def _matmul(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    (m, kk), (_, n) = node.inputs[0].shape, node.inputs[1].shape
-    out = []
-    for i in range(m):
-        row = ins[0][i * kk : (i + 1) * kk]
-        for j in range(n):
-            col = [ins[1][t * n + j] for t in range(kk)]
-            out.append(tree(nl, node, Op.SUM, _products(nl, node, row, col)))
-    return out
+    a, b = ins
+    return [
+        tree(nl, node, Op.SUM, _products(nl, node, [a[i] for i in row], [b[j] for j in col]))
+        for row, col in matmul_pairs(node)
+    ]
 
 
 def _movement(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    """Apply the semantics table's data-movement function to element *indices*."""
-    offsets = np.cumsum([0] + [len(e) for e in ins])
-    idx = [
-        (np.arange(len(e), dtype=np.int64) + off).reshape((1, *i.shape))
-        for e, off, i in zip(ins, offsets, node.inputs, strict=False)
-    ]
     flat = [x for e in ins for x in e]
-    moved = SEMANTICS[node.op](node, *idx).reshape(-1)
-    return [flat[int(j)] for j in moved]
+    return [flat[j] for j in movement_map(node)]
 
 
 STRUCTURAL: dict[Op, Callable[[Netlist, Node, list[Elems]], Elems]] = {
