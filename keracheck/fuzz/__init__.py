@@ -104,6 +104,8 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for note in notes:
         _err(note)
+    # Hypothesis keeps a cache of constants it found in the source; keep it out of the cwd
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", _storage())
     with Display(_interactive()) as display:
         opts.progress = display.update
         campaign = Campaign(targets, opts).run()
@@ -141,6 +143,13 @@ def text_report(doc: dict[str, Any]) -> str:
     if s["interrupted"]:
         lines.append("interrupted: the reproducers of signatures not yet shrunk were not saved")
     return "\n".join(lines) + "\n"
+
+
+def _storage() -> str:
+    base = os.environ.get("KERACHECK_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "keracheck"
+    )
+    return os.path.join(base, "hypothesis")
 
 
 def _interactive() -> bool:

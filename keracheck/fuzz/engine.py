@@ -337,12 +337,14 @@ class Campaign:
             if t.id in sig.pair and _is_plugin(t)
         )
         pair = ",".join(dict.fromkeys(sig.pair))
+        rows = f"{f.rows} row{'s' if f.rows != 1 else ''}"
+        has_params = f.final is not None and f.final.fn.params
+        inputs = f"{f.fingerprint}.inputs.npz, {rows}" if has_params else "none (no parameters)"
         return [
             f"targets: {ids} ({sig.target} differs from {sig.base})",
             f"found: {self.opts.command}, seed {self.opts.seed}, example {f.first_example} "
             f"({f.first_seconds:.1f} s), {f.count} hits; {how}, reduced to {f.ops_after}",
-            f"inputs: {f.fingerprint}.inputs.npz, {f.rows} row{'s' if f.rows != 1 else ''}; "
-            f"{f.example}",
+            f"inputs: {inputs}; {f.example}",
             f"reproduce: keracheck run {path} --targets {pair}{plugins}",
         ]
 

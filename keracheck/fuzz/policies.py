@@ -8,9 +8,8 @@ and division by zero, rounding ties, cancellation (``x*y - x*y`` exposes a hidde
 reductions, deep elementwise chains, constant leaves.
 
 Which policies act is itself drawn, per graph, from the enabled set (YARPGen applies its
-policies to randomly chosen regions the same way): each enabled policy costs one boolean choice
-at the start of a graph, and the shrinker turns them off when the divergence does not need
-them.  Policies only move probabilities, never validity: every profile generates well-typed
+policies to randomly chosen regions the same way): one bit mask at the start of a graph, which
+the shrinker lowers toward "no policy" when the divergence does not need them.  Policies only move probabilities, never validity: every profile generates well-typed
 graphs, and a graph drawn under one profile is a graph another profile could draw.
 
 Weights are small integers; a weight of 0 removes a choice.  The *first* entry of every weighted

@@ -12,7 +12,8 @@ header of ``// key: value`` lines::
     // reproduce: keracheck run corpora/regressions/<fingerprint>.kera --targets ref,cpu
 
 The ``.inputs.npz`` holds one array ``fuzz_<12>.<param>`` of shape ``(rows, *param shape)`` per
-parameter, which ``keracheck run`` uses instead of generated inputs.  When the printed source
+parameter, which ``keracheck run`` uses instead of generated inputs (none is written for a
+function without parameters).  When the printed source
 does not compile back to the same fingerprint (a graph Kera source cannot spell), the graph is
 saved as ``<fingerprint>.keg`` instead and the header goes only to the JSON output.
 
@@ -43,7 +44,7 @@ Array = np.ndarray[Any, Any]
 @dataclass
 class Written:
     path: str
-    inputs: str
+    inputs: str | None  # None: the function has no parameters
     fingerprint: str
     rows: int
     source: bool  # False: saved as .keg (no source form)
@@ -125,5 +126,7 @@ def write(out: Path, div: Divergence, header: Sequence[str]) -> Written:
     else:
         path = out / f"{fp}.keg"
         keg.dump(Graph([Function(name, fn.params, fn.results)]), str(path))
-    inputs_mod.save_npz(str(npz_path), {f"{name}.{k}": v for k, v in arrays.items()})
-    return Written(str(path), str(npz_path), fp, _rows(arrays), problem is None)
+    if arrays:  # a function without parameters runs once and needs no inputs
+        inputs_mod.save_npz(str(npz_path), {f"{name}.{k}": v for k, v in arrays.items()})
+    where = str(npz_path) if arrays else None
+    return Written(str(path), where, fp, _rows(arrays), problem is None)

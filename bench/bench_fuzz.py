@@ -1,0 +1,188 @@
+"""``keracheck fuzz`` benchmarks: throughput, time to detection, shrinking.
+
+    .venv/bin/python bench/bench_fuzz.py [--budget 30] [--targets ref,cpu,wasm] [--skip ...]
+
+1. ``generate``: graphs/s of the strategy alone (Hypothesis drawing and graph building).
+2. ``ref``: graphs/s generated and checked against ``ref`` alone (every graph interpreted).
+3. ``targets``: graphs/s generated and checked against ``--targets`` (default ref,cpu,wasm),
+   through the warm worker processes, with a fresh ``KERACHECK_CACHE`` so every gcc build is
+   real.  "graphs" counts every graph Hypothesis drew, "distinct" only the first of each
+   fingerprint (a repeat is a cache hit); both rates are printed.
+4. ``planted``: each planted bug of ``tests/quality/planted.py`` against ref (plugins in this
+   process): examples, graphs and seconds to first detection; ops/nodes of the diverging
+   graph as found, after Hypothesis's shrink and after the reductions; shrink calls and time.
+   Medians at the end.
+5. ``gcc``: a real toolchain bug: the cpu target built with ``-ffp-contract=fast`` (hidden fma
+   contraction, as gcc does by default on an FMA machine), through the worker processes:
+   detection, and shrink time when every shrink step is a gcc build.
+
+Prints figures; asserts nothing.  Timings are wall clock on a shared machine: compare
+figures from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "quality"))
+
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+
+from kera.backends import c  # noqa: E402
+from kera.ir import Function  # noqa: E402
+from keracheck.fuzz import policies, select_targets  # noqa: E402
+from keracheck.fuzz.engine import Campaign, Finding, Options  # noqa: E402
+from keracheck.fuzz.strategies import Drawn, batches  # noqa: E402
+from keracheck.targets.cpu import CpuTarget  # noqa: E402
+
+PLANTED = ROOT / "tests" / "quality" / "planted.py"
+
+
+class CpuContract(CpuTarget):
+    """The host cpu target built with -ffp-contract=fast: gcc fuses a*b+c into an fma."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "cpu-contract"
+
+    def _build(self, fns: Mapping[str, Function]) -> Path:
+        src = c.emit(fns, isa=self.isa)
+        pinned = [f for f in c.PINNED_FLAGS if f != "-ffp-contract=off"]
+        flags = [*pinned, "-ffp-contract=fast", *c.ISAS[self.isa].flags]
+        return self.gcc.build(src.files(), flags, "shared", self.timeout)
+
+
+def header() -> None:
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
+          f"{os.cpu_count()} cores")  # fmt: skip
+
+
+def bench_generate(seconds: float) -> None:
+    count = [0, 0]
+    t0 = time.perf_counter()
+
+    @settings(database=None, deadline=None, max_examples=10**6, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @seed(0)
+    @given(batches(policies=tuple(policies.POLICIES)))
+    def draw(batch: list[Drawn]) -> None:
+        count[0] += 1
+        count[1] += len(batch)
+        if time.perf_counter() - t0 > seconds:
+            raise TimeoutError
+
+    with contextlib.suppress(TimeoutError):
+        draw()
+    dt = time.perf_counter() - t0
+    print(
+        f"generate  {count[1] / dt:8.1f} graphs/s  ({count[0]} examples, {count[1]} graphs, {dt:.1f} s)"
+    )
+
+
+def throughput(label: str, ids: list[str], plugins: list[str], seconds: float) -> Campaign:
+    targets, notes = select_targets(ids, plugins)
+    for n in notes:
+        print(f"  {n}")
+    campaign = Campaign(targets, Options(budget=seconds, seed=0, out=None)).run()
+    s = campaign.document()["stats"]
+    print(
+        f"{label:9} {s['graphsPerSecond'] or 0:8.1f} graphs/s, {s['uniqueGraphsPerSecond'] or 0:6.1f} "
+        f"distinct/s  ({s['examples']} examples, {s['graphs']} graphs, {s['uniqueGraphs']} "
+        f"distinct, {s['generateSeconds']:.1f} s) against {','.join(t.id for t in targets)}"
+    )
+    print(f"          target seconds {s['targetSeconds']}, calls {s['targetCalls']}")
+    for f in campaign.findings.values():
+        print(f"          DIVERGENCE {f.signature}: {f.count} hits, {f.reproducer}")
+    return campaign
+
+
+def planted_row(name: str, f: Finding | None, total: float) -> dict[str, Any] | None:
+    if f is None:
+        print(f"{name:18} not found")
+        return None
+    print(
+        f"{name:18} {f.signature!s:40} ex {f.first_example:4} graphs {f.first_graphs:5} "
+        f"{f.first_seconds:6.2f} s | ops {f.ops_before:3} -> {f.ops_shrunk:2} -> {f.ops_after} "
+        f"nodes {f.nodes_before:3} -> {f.nodes_after} | shrink {f.shrink_seconds:6.2f} s "
+        f"{f.shrink_calls:4} calls, reduce {f.reduce_seconds:5.2f} s | total {total:6.1f} s"
+    )
+    return {"examples": f.first_example, "seconds": f.first_seconds, "shrink": f.shrink_seconds}
+
+
+def run_planted(
+    cls_name: str, spec: str, wanted: Any, isolate: bool, out: str
+) -> dict[str, Any] | None:
+    ops, klass, _ = wanted
+    targets, _ = select_targets(["ref"], [spec])
+
+    def until(f: Finding) -> bool:
+        return f.signature.op in ops and f.signature.cls == klass
+
+    t0 = time.perf_counter()
+    opts = Options(max_examples=1000, seed=0, out=out, isolate=isolate, until=until)
+    campaign = Campaign(targets, opts).run()
+    hit = next((f for f in campaign.findings.values() if until(f) and f.final), None)
+    return planted_row(cls_name, hit, time.perf_counter() - t0)
+
+
+def bench_planted(out: str) -> None:
+    import planted
+
+    rows = []
+    for cls, wanted in planted.PLANTED.items():
+        row = run_planted(cls.__name__, f"{PLANTED}:{cls.__name__}", wanted, False, out)
+        if row:
+            rows.append(row)
+    if rows:
+        print(
+            f"median: {statistics.median(r['examples'] for r in rows):.0f} examples and "
+            f"{statistics.median(r['seconds'] for r in rows):.2f} s to detection, shrink "
+            f"{statistics.median(r['shrink'] for r in rows):.2f} s"
+        )
+
+
+def bench_gcc(out: str) -> None:
+    spec = f"{Path(__file__).resolve()}:CpuContract"
+    row = run_planted("CpuContract", spec, (frozenset({"add", "sub"}), "ulp", 2), True, out)
+    if row is None:
+        print("  (the contraction was not found within the example budget)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget", type=float, default=30.0, help="seconds per throughput phase")
+    p.add_argument("--targets", default="ref,cpu,wasm")
+    p.add_argument("--skip", default="", help="phases to skip: generate,ref,targets,planted,gcc")
+    args = p.parse_args()
+    skip = set(args.skip.split(","))
+    header()
+    with tempfile.TemporaryDirectory(prefix="bench-fuzz-") as tmp:
+        os.environ["KERACHECK_CACHE"] = str(Path(tmp) / "cache")  # cold gcc builds
+        out = str(Path(tmp) / "out")
+        if "generate" not in skip:
+            bench_generate(args.budget)
+        if "ref" not in skip:
+            throughput("ref", ["ref"], [], args.budget)
+        if "targets" not in skip:
+            throughput("targets", args.targets.split(","), [], args.budget)
+        if "planted" not in skip:
+            bench_planted(out)
+        if "gcc" not in skip:
+            bench_gcc(out)
+
+
+if __name__ == "__main__":
+    main()
