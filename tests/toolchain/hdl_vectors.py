@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -501,7 +501,6 @@ class CoreTest:
     oracle: Oracle
     outputs: tuple[str, ...] = ("y",)
     seed: int = 0
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def clocked(self) -> bool:
