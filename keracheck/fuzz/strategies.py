@@ -1,30 +1,34 @@
 """Hypothesis strategies for valid, well-typed Kera graphs, built to shrink well.
 
-Encoding.  A graph is drawn as a sequence of *steps* in topological order.  Each step draws:
+Encoding.  A graph is drawn as a policy bit mask (``policies``), then a sequence of *steps* in
+topological order, each in a span of its own.  A step draws:
 
-1. an op, from the allowed set in :data:`OP_ORDER` (simplest first), weighted by the profile;
-2. its *anchor* operand: an index into the earlier values the op accepts (most recent first), or
-   0 for a fresh leaf of a drawn type (dtype, then shape from the profile's shape pool);
-3. its other operands: an index into the earlier values of exactly the type they need, or 0 for
-   a fresh leaf; a few policy hooks may instead make an operand a chosen constant (a shift amount
-   past the width, a divisor of 0 or -1) or the cancelling twin of the anchor (``x - x``);
+1. an op, from the allowed set in :data:`OP_ORDER` (simplest first) weighted by the profile;
+   choice 0 *skips* the step;
+2. its *anchor* (first) operand in one choice: a fresh parameter of each type the op accepts
+   (f32 scalars first), a fresh constant (its type drawn next), or an earlier value it accepts
+   (most recent first) -- a fresh parameter costs no more choices than a reused value, so the
+   shrinker can swap a computed operand for a parameter;
+3. its other operands: a fresh parameter, a fresh constant, or an earlier value of exactly the
+   type they need; a few policy hooks may instead make an operand a chosen constant (a shift
+   amount past the width, a divisor of 0 or -1) or the cancelling twin of a product;
 4. its attributes (axis, shape, perm, start/stop, target dtype), each an index into the valid
    choices.
 
-A fresh leaf is a new parameter ``p<k>`` or a constant.  Constants are scalars; a tensor
-constant is ``broadcast(scalar)``, and a NaN constant with a payload other than the canonical
-one is ``bitcast(<uint constant>)`` -- exactly what Kera source can spell, so every generated
-graph prints as source (``to_kera``) with the same fingerprint.  The function's results are its
-*sinks*: every op node no other node uses.
+Constants are scalars; a tensor constant is ``broadcast(scalar)``, and a NaN constant with a
+payload other than the canonical one is ``bitcast(<uint constant>)`` -- exactly what Kera source
+can spell, so every generated graph prints as source (``to_kera``) with the same fingerprint.
+The function's results are its *sinks*: every op node no other node uses.
 
-Continuation ("another step?", "another graph?") is a weighted choice whose smallest value
-means *stop*, so the shrinker shortens graphs and batches by lowering one choice, and deletes a
-step or a graph from the middle by deleting its span; every later index is read relative to
-the values that exist, so any edited choice sequence still builds a valid graph.  Every
-weighted choice (:func:`choose`) shrinks toward its first entry, and every table here lists the
-simplest entry first (f32 before other dtypes, scalars before tensors, ``add`` before ``fma``, a
-parameter before a constant, ``0`` before other constants).  No strategy draws a size and then
-loops.
+Continuation ("another step?") is a weighted choice whose smallest value means *stop*; every
+later index is read relative to the values that exist, so any edited choice sequence still
+builds a valid graph.  Every weighted choice (:func:`choose`) shrinks toward its first entry,
+and every table here lists the simplest entry first (f32 before other dtypes, scalars before
+tensors, ``add`` before ``fma``, a parameter before a constant, ``0`` before other constants).
+No strategy draws a size and then loops.
+
+Every primitive choice of a graph is recorded (:class:`Drawn`), so a graph found in a batch
+can be replayed -- and shrunk -- on its own (``engine``).
 """
 
 from __future__ import annotations
@@ -622,17 +626,22 @@ def batches(
     ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None = None,
     policies: Sequence[str] = (),
     size: int = 24,
-    max_size: int = 64,
 ) -> st.SearchStrategy[list[Drawn]]:
-    """A batch of graphs run together: about ``size`` graphs (at least one, at most
-    ``max_size``), each with its own choices so that one of them can be shrunk alone."""
+    """A batch of ``size`` distinct graphs run together (fewer when some are empty), each with
+    its own choices so that one of them can be shrunk alone.
+
+    Drawn as a unique list: Hypothesis's generation-time mutator copies spans between places
+    with the same label, which would turn most examples into copies of earlier batches (two of
+    every three graphs drawn repeated one already seen); it leaves the inside of a unique
+    collection alone.  The batch is never shrunk as a whole, so its size is fixed."""
     one = recorded_graphs(ops, policies)
+    drawn = st.lists(one, min_size=size, max_size=size, unique_by=_identity)
+    return drawn.map(_non_empty)
 
-    @st.composite
-    def batch(draw: Draw) -> list[Drawn]:
-        drawn = [draw(one)]
-        while len(drawn) < max_size and choose(draw, [1, max(size - 1, 0)]):
-            drawn.append(draw(one))
-        return [d for d in drawn if d.fn is not None]
 
-    return batch()
+def _identity(d: Drawn) -> object:
+    return d.fn.fingerprint if d.fn is not None else id(d)
+
+
+def _non_empty(drawn: list[Drawn]) -> list[Drawn]:
+    return [d for d in drawn if d.fn is not None]
