@@ -61,6 +61,8 @@ class NewSignatures(BaseException):
 
 @dataclass
 class Options:
+    """What a campaign does; the CLI fills it from its flags (``keracheck.fuzz.options``)."""
+
     max_examples: int | None = None  # examples (batches) over all runs; None: no limit
     budget: float | None = None  # seconds of discovery; None: no limit
     seed: int = 0
@@ -105,6 +107,8 @@ class Finding:
 
 @dataclass
 class Stats:
+    """Running figures, read by the progress display and written to the JSON output."""
+
     examples: int = 0
     graphs: int = 0
     unique: int = 0  # graphs not generated before in this campaign
@@ -125,6 +129,9 @@ def size_key(d: Divergence) -> tuple[int, int, int, int]:
 
 
 class Campaign:
+    """One fuzzing run over ``targets`` (``ref`` among them): ``Campaign(targets, opts).run()``,
+    then ``findings`` (by signature), ``stats``, ``document()`` and ``exit_code()``."""
+
     def __init__(self, targets: Sequence[Target], opts: Options) -> None:
         self.targets = list(targets)
         self.opts = opts

@@ -86,6 +86,8 @@ class Signature:
 
 @dataclass
 class Case:
+    """A function and its input batch (arrays of shape ``(N, *param shape)`` by name)."""
+
     fn: Function
     inputs: dict[str, Array]
     key: str = ""
