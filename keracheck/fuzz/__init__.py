@@ -137,9 +137,8 @@ def text_report(doc: dict[str, Any]) -> str:
         width = max(len(x["signature"]) for x in sigs)
         for x in sigs:
             where = x["reproducer"] or "(not saved)"
-            lines.append(
-                f"  {x['signature']:<{width}}  {x['count']:>5} hits  {x['opsAfter']} ops  {where}"
-            )
+            ops = f"{x['opsAfter']} op{'s' if x['opsAfter'] != 1 else ''}"
+            lines.append(f"  {x['signature']:<{width}}  {x['count']:>5} hits  {ops:>6}  {where}")
     if s["interrupted"]:
         lines.append("interrupted: the reproducers of signatures not yet shrunk were not saved")
     return "\n".join(lines) + "\n"
