@@ -5,8 +5,8 @@ reproducer.
 ``main(args)`` takes the ``fuzz`` namespace of ``keracheck.cli.parser()``: ``targets`` (comma
 list; ``ref`` is always added: it is the oracle), ``backend_plugin`` (list of specs),
 ``max_examples``, ``budget`` (seconds), ``seed``, ``out`` (reproducer folder) and ``format``
-(``text`` or ``json``); an optional ``policy`` attribute (comma list, ``all`` or ``none``)
-selects the generation policies.  Without ``--max-examples`` and ``--budget`` it stops after
+(``text`` or ``json``); optional attributes ``policy`` (comma list, ``all`` or ``none``: the
+generation policies) and ``shrink_seconds`` (the cap on one shrink) are used when present.  Without ``--max-examples`` and ``--budget`` it stops after
 :data:`DEFAULT_EXAMPLES` examples.
 
 Exit codes: 0 no divergence found; 1 at least one divergence (each signature saved under
@@ -78,6 +78,9 @@ def options(args: argparse.Namespace) -> Options:
         raise UsageError("--budget must be a positive number of seconds")
     if max_examples is None and budget is None:
         max_examples = DEFAULT_EXAMPLES
+    shrink = getattr(args, "shrink_seconds", None)
+    if shrink is not None and not shrink > 0:
+        raise UsageError("--shrink-seconds must be a positive number of seconds")
     try:
         pols = policies_mod.parse(getattr(args, "policy", None))
     except policies_mod.PolicyError as e:
@@ -88,6 +91,7 @@ def options(args: argparse.Namespace) -> Options:
         seed=int(getattr(args, "seed", 0) or 0),
         out=getattr(args, "out", None) or "corpora/regressions",
         policies=pols,
+        shrink_seconds=Options.shrink_seconds if shrink is None else float(shrink),
         command="keracheck fuzz " + " ".join(sys.argv[2:])
         if sys.argv[1:2] == ["fuzz"]
         else "keracheck fuzz",
