@@ -31,6 +31,7 @@ import numpy as np
 import keracheck
 from kera import keg
 from kera.dtypes import from_numpy
+from kera.files import LoadError, load_graph
 from kera.ir import Function, Graph
 from keracheck import inputs as inputs_mod
 from keracheck.compare import diff_outputs
@@ -104,24 +105,9 @@ def iter_files(paths: Sequence[str]) -> Iterable[tuple[str, str | None]]:
 def compile_file(path: str) -> Graph:
     """The graph of a .kera or .keg file; raises ValueError with a located message."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
-    if path.endswith(".keg") or data[:4] == keg.MAGIC:
-        try:
-            return keg.loads(data)
-        except keg.KegError as e:
-            raise ValueError(f"{path}: invalid .keg: {e}") from None
-    from kera import frontend
-
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: byte {e.start}: invalid UTF-8 (Kera source is UTF-8)") from None
-    result = frontend.compile_source(text, path)
-    if result.graph is None or not result.ok:
-        raise ValueError(frontend.render_diagnostics(result.diagnostics, text, path).rstrip())
-    return result.graph
+        return load_graph(path)
+    except LoadError as e:
+        raise ValueError(e.diagnostics.rstrip() or str(e)) from None
 
 
 def companion_npz(path: str) -> str:

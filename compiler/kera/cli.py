@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kera import keg
+from kera import files, keg
 from kera.ir import Graph
 from kera.text import graph_text
 
@@ -29,34 +29,20 @@ class CliError(Exception):
 
 def read_bytes(path: str) -> bytes:
     try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise CliError(f"{path}: cannot read: {e.strerror or e}") from None
+        return files.read_bytes(path)
+    except files.LoadError as e:
+        raise CliError(str(e)) from None
 
 
 def load_graph(path: str) -> Graph:
     """A graph from a .keg or .kera file; errors become CliError with file and position."""
-    data = read_bytes(path)
-    if path.endswith(".keg") or data[:4] == keg.MAGIC:
-        try:
-            return keg.loads(data)
-        except keg.KegError as e:
-            raise CliError(f"{path}: invalid .keg: {e}") from None
-    return compile_kera(path, data)
-
-
-def compile_kera(path: str, data: bytes) -> Graph:
-    from kera import frontend
-
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CliError(f"{path}: byte {e.start}: invalid UTF-8 (Kera source is UTF-8)") from None
-    result = frontend.compile_source(text, path)
-    if result.graph is None or not result.ok:
-        sys.stderr.write(frontend.render_diagnostics(result.diagnostics, text, path))
-        raise CliError(f"{path}: {len(result.diagnostics)} error(s)", EXIT_ERRORS)
-    return result.graph
+        return files.load_graph(path)
+    except files.LoadError as e:
+        if e.diagnostics:
+            sys.stderr.write(e.diagnostics)
+            raise CliError(str(e), EXIT_ERRORS) from None
+        raise CliError(str(e)) from None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
