@@ -102,6 +102,7 @@ def _write_job(folder: Path, k: int, job: WasmJob) -> dict[str, object]:
         "writes": writes,
         "calls": [[name, list(args)] for name, args in job.calls],
         "reads": [list(r) for r in job.reads],
+        "pages": job.pages_needed(),
     }
 
 

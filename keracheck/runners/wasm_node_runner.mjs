@@ -4,10 +4,11 @@
 // SPEC: {"jobs": [{"wasm": "j0.wasm", "input": "j0.in", "output": "j0.out", "memory": "mem",
 //                  "writes": [[memOffset, fileOffset, nbytes], ...],
 //                  "calls": [["export", [i32 args...]], ...],
-//                  "reads": [[memOffset, nbytes], ...]}, ...]}
+//                  "reads": [[memOffset, nbytes], ...], "pages": minPages}, ...]}
 // File names are relative to SPEC's folder.  For each job the module is instantiated with no
-// imports, its memory grown to fit every region, the writes copied in from "input", the calls
-// made in order, and the reads concatenated into "output".  results.json (beside SPEC) gets one
+// imports, its memory grown to at least "pages" 64 KiB pages (the scratch the calls use) and to
+// fit every region, the writes copied in from "input", the calls made in order, and the reads
+// concatenated into "output".  results.json (beside SPEC) gets one
 // {"ok": true} or {"ok": false, "error": "..."} per job; the exit status is 0 unless SPEC itself
 // cannot be read.
 import { readFileSync, writeFileSync } from "node:fs";
@@ -23,7 +24,7 @@ function runJob(dir, job) {
     throw new Error(`module exports no memory named ${job.memory}`);
   }
   const ends = [...job.writes.map(([off, , n]) => off + n), ...job.reads.map(([off, n]) => off + n)];
-  const pages = Math.ceil(Math.max(0, ...ends) / PAGE);
+  const pages = Math.max(job.pages ?? 0, Math.ceil(Math.max(0, ...ends) / PAGE));
   const have = memory.buffer.byteLength / PAGE;
   if (pages > have) memory.grow(pages - have);
   const input = job.writes.length ? readFileSync(join(dir, job.input)) : new Uint8Array(0);

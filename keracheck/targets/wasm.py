@@ -59,18 +59,19 @@ class _Batch:
         self.calls: list[tuple[str, tuple[int, ...]]] = []
         self.reads: list[tuple[int, int]] = []
         self.shapes: list[list[tuple[np.dtype[Any], tuple[int, ...]]]] = []
+        self.end = pos  # every call's buffers, scratch included, lie below this
         for fn, inputs in cases:
             n, arrays = _batch(fn, inputs)
             kernel = export[fn.fingerprint]
             lay = layout(kernel, n, pos)
-            pos = lay.end
+            pos = self.end = lay.end
             self.writes += list(zip(lay.inputs, arrays, strict=True))
             self.calls.append((kernel.export, (n, lay.scratch, *lay.inputs, *lay.outputs)))
             self.reads += [(a, n * b) for a, b in zip(lay.outputs, kernel.out_bytes, strict=True)]
             self.shapes.append([(r.dtype.np, (n, *r.shape)) for r in fn.results])
 
     def job(self) -> WasmJob:
-        return WasmJob(self.program.wasm, self.writes, self.calls, self.reads)
+        return WasmJob(self.program.wasm, self.writes, self.calls, self.reads, memory_end=self.end)
 
     def outputs(self, regions: list[Any]) -> list[Outputs]:
         out, k = [], 0

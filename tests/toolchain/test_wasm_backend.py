@@ -416,3 +416,35 @@ def random_cases(count: int, seed: int) -> list[Case]:
 def test_random_graphs(target: str) -> None:
     """Random DAGs (groups, views, reductions, conversions, constants) against the reference."""
     _check(target, random_cases(RANDOM_GRAPHS, seed=11))
+
+
+SCRATCH_HEAVY = """
+// the sum is kept in scratch, which lies after the output: 64 rows x 8 KB of it
+export fn spill(a: f64[1000], b: f64[1000]) -> f64[1, 1000] { broadcast(a + b, shape = [1, 1000]) }
+// rem of broadcast i64 by a broadcast zero: both broadcasts materialise in scratch
+export fn rem0(a: i64[1, 5]) -> i64[16, 1, 5] {
+    broadcast(a, shape = [16, 1, 5]) % broadcast(0i64, shape = [16, 1, 5])
+}
+// a matmul of a reduced constant beside a concat
+export fn mm(a: f64[2, 17], b: i64[16]) -> (f64[2, 17], i64[32]) {
+    (matmul(sum(broadcast(0.0f64, shape = [2, 2, 2]), axis = 0), a), concat(b, b, axis = 0))
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_scratch_past_the_last_page(target: str) -> None:
+    """The memory is grown to cover each call's scratch, not only its inputs and outputs (a
+    fuzzer finding: the kernel trapped once scratch crossed the last page the buffers needed)."""
+    from kera.frontend import compile_source
+
+    res = compile_source(SCRATCH_HEAVY, "<scratch>")
+    assert res.graph is not None
+    rng = np.random.default_rng(5)
+    cases: list[Case] = []
+    for fn in res.graph.functions.values():
+        inputs = {
+            str(p.attr("name")): _random_specials(rng, p.dtype, (64, *p.shape)) for p in fn.params
+        }
+        cases.append((fn, inputs))
+    _check(target, cases)

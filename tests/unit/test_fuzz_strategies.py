@@ -186,6 +186,9 @@ def _replay(choices: tuple[Any, ...]) -> Function | None:
     return seen[0].fn if seen else None
 
 
+SHRINK_OPS = frozenset({Op.ADD, Op.MUL, Op.MIN, Op.MAX, Op.CONVERT, Op.SUM, Op.BROADCAST, Op.NEG})
+
+
 @pytest.mark.parametrize(
     ("what", "condition", "most_ops"),
     [
@@ -196,9 +199,14 @@ def _replay(choices: tuple[Any, ...]) -> Function | None:
 )  # fmt: skip
 def test_shrinking_reaches_small_graphs(what: str, condition: Any, most_ops: int) -> None:
     """Hypothesis alone shrinks a graph with the op to at most one more op (which local minimum
-    it reaches depends on what it generated first; the fuzzer's reduction cuts the rest)."""
+    it reaches depends on what it generated first; the fuzzer's reduction cuts the rest).
+
+    Drawn over a handful of ops so the wanted one is common: over all ops a convert f64 -> i32
+    is about 1 graph in 300, and Hypothesis mixes constants from every loaded local module
+    (test modules included) into its draws, so which 3000 graphs a seed gives depends on what
+    else the session collected."""
     found = find(
-        graphs(policies=ALL_POLICIES),
+        graphs(ops=SHRINK_OPS, policies=ALL_POLICIES),
         lambda f: f is not None and condition(f),
         settings=settings(QUIET, max_examples=3000, phases=[Phase.generate, Phase.shrink]),
         random=__import__("random").Random(0),
