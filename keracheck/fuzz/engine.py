@@ -100,7 +100,7 @@ class Finding:
     reproducer: str | None = None
     inputs: str | None = None
     fingerprint: str | None = None
-    rows: int = 0
+    rows: int = 0  # rows in the reproducer's inputs (merged signatures share the files)
     example: str = ""
     final: Divergence | None = field(default=None, repr=False)
 
@@ -327,6 +327,9 @@ class Campaign:
         if self.opts.out is not None:
             w = reproduce.write(Path(self.opts.out), div, self.header(f))
             f.reproducer, f.inputs, f.rows = w.path, w.inputs, w.rows
+            for other in self.findings.values():  # signatures merged into the same files
+                if other.reproducer == w.path:
+                    other.rows = w.rows
         self._progress()
 
     def header(self, f: Finding) -> list[str]:
