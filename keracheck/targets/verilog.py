@@ -24,6 +24,7 @@ port occupies bits ``[e*w +: w]`` (see :mod:`kera.backends.verilog`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -202,10 +203,27 @@ def _design_block(j: int, d: VerilogDesign) -> str:
         f"    always @(posedge clk) begin if (vin_{j} && lin_{j} < 0) lin_{j} <= cyc; "
         f"if (vout_{j} && lout_{j} < 0) lout_{j} <= cyc; end"
     )
-    fmt = " ".join(["%h"] * len(d.outputs))
-    outs = ", ".join(f"out_{j}_{k}" for k in range(len(d.outputs)))
+    fields = [hex_chunks(f"out_{j}_{k}", p.width) for k, p in enumerate(d.outputs)]
+    fmt = " ".join("%h" * len(f) for f in fields)
+    outs = ", ".join(arg for f in fields for arg in f)
     lines.append(f'    always @(negedge clk) if (vout_{j}) $fwrite(fo_{j}, "{fmt}\\n", {outs});')
     return "\n".join(lines) + "\n"
+
+
+#: Verilator refuses a $display-like argument wider than this (VL_VALUE_STRING_MAX_WIDTH)
+DISPLAY_MAX_BITS = 8192
+
+
+def hex_chunks(bus: str, width: int) -> list[str]:
+    """``%h`` arguments that print ``bus`` as one hex field: slices of at most
+    :data:`DISPLAY_MAX_BITS`, most significant first; every slice but the first is a whole
+    number of hex digits wide, so their digits join to exactly what ``%h`` of the bus prints."""
+    if width <= DISPLAY_MAX_BITS:
+        return [bus]
+    top = width % DISPLAY_MAX_BITS or DISPLAY_MAX_BITS
+    cuts = [width - top, *range(width - top - DISPLAY_MAX_BITS, -1, -DISPLAY_MAX_BITS)]
+    bounds = [width, *cuts]
+    return [f"{bus}[{hi - 1}:{lo}]" for hi, lo in itertools.pairwise(bounds)]
 
 
 def _read_case(j: int, d: VerilogDesign) -> str:

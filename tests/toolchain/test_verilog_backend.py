@@ -28,10 +28,12 @@ from kera.ops import BOOL_OK, FLOAT_ONLY, INT_ONLY, Op
 from kera_hdl import rtl_sources
 from keracheck.backend import Backend
 from keracheck.targets.verilog import (
+    DISPLAY_MAX_BITS,
     CocotbTarget,
     VerilatorTarget,
     chunks,
     design_of,
+    hex_chunks,
     render_wrapper,
     run_plain,
 )
@@ -433,3 +435,40 @@ def test_schedule_report() -> None:
     rep = emit(_golden_fn()).report()
     assert rep["latency"] == 4 and rep["core_instances"] == 3
     assert [p["port"] for p in rep["inputs"]] == ["p0_a", "p1_s"]
+
+
+def testhex_chunks_print_like_one_field() -> None:
+    for width in (1, 64, 8192, 8193, 8256, 16384, 20001):
+        bus = int.from_bytes(np.random.default_rng(width).bytes(width // 8 + 1)) % (1 << width)
+        parts = hex_chunks("o", width)
+        digits = ""
+        for part in parts:
+            hi, lo = (width - 1, 0) if part == "o" else map(int, part[2:-1].split(":"))
+            assert hi - lo + 1 <= DISPLAY_MAX_BITS
+            n = hi - lo + 1
+            digits += f"{(bus >> lo) & ((1 << n) - 1):0{-(-n // 4)}x}"  # what %h prints
+        assert digits == f"{bus:0{-(-width // 4)}x}", width
+
+
+@pytest.mark.parametrize("target", ["verilog-verilator", "verilog", "icarus-plain"])
+def test_buses_wider_than_the_display_limit(target: str) -> None:
+    """A port over 8192 bits (f64[129]): Verilator refuses so wide a $fwrite argument, so the
+    bench prints it in slices (a fuzzer-found case failed to build before)."""
+    b = FunctionBuilder("wide")
+    x = b.param("x", DType.F64, [129])
+    fn = b.build(b.op(Op.BROADCAST, x, shape=(1, 129)))
+    rng = np.random.default_rng(3)
+    inputs = {"x": rng.integers(0, 1 << 63, (5, 129), dtype=np.uint64).view(np.float64)}
+    case: Case = ("wide", fn, inputs, ["out"])
+    if target == "icarus-plain":
+        from keracheck.runners.iverilog import Iverilog
+
+        if Iverilog().available():
+            pytest.skip(Iverilog().available())
+        outs: list[Any] = list(run_plain([(fn, inputs)], "icarus"))
+    else:
+        backend = VerilatorTarget() if target == "verilog-verilator" else CocotbTarget()
+        _need(backend)
+        outs = backend.run_many([(fn, inputs)])
+    problems = _compare([case], outs)
+    assert not problems, "\n".join(problems)
