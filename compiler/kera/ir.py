@@ -28,7 +28,7 @@ import functools
 import hashlib
 import struct
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,19 +115,36 @@ def _type_bytes(t: TensorType) -> bytes:
 def _attr_bytes(items: tuple[tuple[str, AttrValue], ...]) -> bytes:
     if not items:
         return b"\0\0\0\0"
+    if len(items) == 1 and items[0][0] == "value":  # a constant: large, seldom repeated
+        return _u32(1) + _VALUE_KEY + enc_attr_value(items[0][1])
+    # keyed by the value types too: 1 == True and DType.F32 == "f32" must not share an entry
+    return _small_attr_bytes(items, tuple([type(v) for _, v in items]))
+
+
+_VALUE_KEY = enc_str("value")
+
+
+@functools.lru_cache(maxsize=8192)
+def _small_attr_bytes(items: tuple[tuple[str, AttrValue], ...], types: tuple[type, ...]) -> bytes:
+    """Attributes other than a constant's value (axes, shapes, dtypes): few distinct ones."""
     return _u32(len(items)) + b"".join(enc_str(k) + enc_attr_value(v) for k, v in items)
 
 
+class _Ref(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to an interned node that knows the node's hash (one object per node,
+    where a closure per node cost three: fewer objects for the cyclic GC to walk)."""
+
+    __slots__ = ("h",)
+    h: bytes
+
+
 #: hash -> weak reference to the live node with that hash (identity = content)
-_INTERNED: dict[bytes, weakref.ref[Node]] = {}
+_INTERNED: dict[bytes, _Ref] = {}
 
 
-def _forget(h: bytes) -> Callable[[weakref.ref[Node]], None]:
-    def dead(ref: weakref.ref[Node]) -> None:
-        if _INTERNED.get(h) is ref:  # a newer node with the same content may be there already
-            del _INTERNED[h]
-
-    return dead
+def _forget(ref: _Ref) -> None:
+    if _INTERNED.get(ref.h) is ref:  # a newer node with the same content may be there already
+        del _INTERNED[ref.h]
 
 
 class Node:
@@ -169,7 +186,9 @@ class Node:
         _set(self, "inputs", inputs)
         _set(self, "attr_items", attr_items)
         _set(self, "hash", h)
-        _INTERNED[h] = weakref.ref(self, _forget(h))
+        ref = _Ref(self, _forget)
+        ref.h = h
+        _INTERNED[h] = ref
         return self
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -206,7 +225,7 @@ class Node:
 
 def make_node(op: Op | str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None) -> Node:
     """Build (or find) a node, inferring its type; raises TypeRuleError on a typing error."""
-    op = op if type(op) is Op else Op(op)
+    op = op if type(op) is Op else _OP_BY_VALUE.get(op) or Op(op)
     items = normalize_attrs(attrs) if attrs else ()
     if op is Op.PARAM or op is Op.CONST:
         raise IRError(f"use param()/const() to make a {op} node")
@@ -215,6 +234,7 @@ def make_node(op: Op | str, inputs: Sequence[Node], attrs: Mapping[str, Any] | N
 
 
 _NO_ATTRS: Mapping[str, AttrValue] = {}
+_OP_BY_VALUE: dict[str, Op] = {op.value: op for op in Op}
 
 
 def param(index: int, name: str, dtype: DType, shape: Sequence[int] = ()) -> Node:
@@ -313,6 +333,11 @@ class Function:
         Parameters the results do not use are not included; see ``params``.
         """
         return list(self._nodes)
+
+    def record_order(self) -> list[Node]:
+        """The parameters in order, then every other node in canonical order: the same as
+        ``topo_order([*params, *results])`` (parameters are leaves), without walking again."""
+        return [*self.params, *[n for n in self._nodes if n.op is not Op.PARAM]]
 
     @property
     def fingerprint(self) -> str:

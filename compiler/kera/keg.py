@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from kera.dtypes import BY_CODE, DType
-from kera.ir import Function, Graph, IRError, Node, normalize_attrs, topo_order
+from kera.ir import Function, Graph, IRError, Node, normalize_attrs
 from kera.ops import ATTRS, AttrValue, Op, TensorType, TypeRuleError, check_shape, infer
 
 MAGIC = b"KEG\0"
@@ -79,28 +79,32 @@ def _u32(x: int) -> bytes:
 def dumps(graph: Graph) -> bytes:
     strings: _Table[str] = _Table()
     types: _Table[TensorType] = _Table()
-    attrsets: _Table[tuple[tuple[str, AttrValue], ...]] = _Table()
+    attrsets: _Table[tuple[tuple[tuple[str, AttrValue], ...], tuple[type, ...]]] = _Table()
     node_ix: dict[int, int] = {}
     nodes = bytearray()
     attr_bytes: list[bytes] = []
 
     def attrset(items: tuple[tuple[str, AttrValue], ...]) -> int:
-        keys = [(strings.get(k), _attr_payload(v, strings)) for k, v in items]
-        before = len(attrsets.index)
-        i = attrsets.get(items)
-        if i == before:
+        # keyed by the value types too, so that 1 and True (or a dtype and its name) differ
+        key = (items, tuple([type(v) for _, v in items]))
+        i = attrsets.index.get(key)
+        if i is None:  # first use: its strings enter the table now, in canonical order
+            keys = [(strings.get(k), _attr_payload(v, strings)) for k, v in items]
+            i = attrsets.get(key)
             attr_bytes.append(_u32(len(keys)) + b"".join(_u32(k) + p for k, p in keys))
         return i
 
+    record = struct.Struct("<IIII").pack
     for fn in graph.functions.values():
-        for n in topo_order([*fn.params, *fn.results]):
+        for n in fn.record_order():
             if id(n) in node_ix:
                 continue
-            rec = _u32(strings.get(n.op.value)) + _u32(types.get(n.type))
-            rec += _u32(attrset(n.attr_items)) + _u32(len(n.inputs))
-            rec += b"".join(_u32(node_ix[id(i)]) for i in n.inputs)
+            ins = n.inputs
+            op_ix = strings.get(n.op.value)
+            nodes += record(op_ix, types.get(n.type), attrset(n.attr_items), len(ins))
+            if ins:
+                nodes += struct.pack(f"<{len(ins)}I", *[node_ix[id(i)] for i in ins])
             node_ix[id(n)] = len(node_ix)
-            nodes += rec
     regions = bytearray()
     exports = bytearray()
     for r, (name, fn) in enumerate(graph.functions.items()):
@@ -353,16 +357,36 @@ def _nodes(
     seen: set[tuple[int, int, int, tuple[int, ...]]] = set()
     budget = [16 * len(r.data) + (1 << 20)]  # bytes of attributes hashed, at most
 
-    def one(i: int) -> Node:
+    data, header = r.data, struct.Struct("<IIII").unpack_from
+    n_strings, n_types, n_attrs = len(strings), len(types), len(attrs)
+    ops = [_OPS.get(s) for s in strings]
+
+    def fields(i: int) -> tuple[Op, int, int, int, tuple[int, ...]]:
+        """The record's fields: one unpack when it is well formed, else field by field (the
+        slow path names the first bad field)."""
         at = r.pos
-        op_ix = r.index("opcode", len(strings))
+        if r.end - at >= 16:
+            op_ix, t_ix, a_ix, n_in = header(data, at)
+            end = at + 16 + 4 * n_in
+            if op_ix < n_strings and t_ix < n_types and a_ix < n_attrs and end <= r.end:
+                in_ix = struct.unpack_from(f"<{n_in}I", data, at + 16) if n_in else ()
+                fast_op = ops[op_ix]
+                if fast_op is not None and (not in_ix or max(in_ix) < i):
+                    r.pos = end
+                    return fast_op, op_ix, t_ix, a_ix, in_ix
+        op_ix = r.index("opcode", n_strings)
         name = strings[op_ix]
         if name not in Op._value2member_map_:
             raise r.fail(f"node {i} has unknown opcode '{name}'", at)
         op = Op(name)
-        t_ix = r.index("node type", len(types))
-        a_ix = r.index("attribute set", len(attrs))
+        t_ix = r.index("node type", n_types)
+        a_ix = r.index("attribute set", n_attrs)
         in_ix = tuple(r.index("input node", i) for _ in range(r.count("input", 4)))
+        return op, op_ix, t_ix, a_ix, in_ix
+
+    def one(i: int) -> Node:
+        at = r.pos
+        op, op_ix, t_ix, a_ix, in_ix = fields(i)
         key = (op_ix, t_ix, a_ix, in_ix)
         if key in seen:  # a canonical file never repeats a node; repeats would be re-hashed
             raise r.fail(f"node {i} repeats an earlier node", at)
@@ -384,6 +408,9 @@ def _nodes(
         nodes.append(one(i))
     r.done()
     return nodes
+
+
+_OPS: dict[str, Op] = {op.value: op for op in Op}
 
 
 def _verify(

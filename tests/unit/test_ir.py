@@ -138,3 +138,30 @@ export fn saxpy(x: f32[4], y: f32[4]) -> (f32[4])
 def test_golden_text_form() -> None:
     fn = saxpy()
     assert graph_text(Graph([fn])) == GOLDEN_TEXT.format(fp=fn.fingerprint)
+
+
+def test_equal_but_differently_typed_attribute_values_hash_apart() -> None:
+    """The attribute encoding cache is keyed by value types: 1 == True and DType.F32 == "f32"
+    in Python, but their canonical encodings (and so the node hashes) differ."""
+    from kera.ir import Node
+    from kera.ops import Op, TensorType
+
+    t = TensorType(DType.F32, (4,))
+    x = make_node("neg", [FunctionBuilder("f").param("x", DType.F32, [4, 4])])
+    for a, b in [(1, True), (DType.F32, "f32"), (0, False)]:
+        first = Node(Op.SUM, t, (x,), (("axis", a),))
+        second = Node(Op.SUM, t, (x,), (("axis", b),))
+        assert first is not second and first.hash != second.hash, (a, b)
+
+
+def test_record_order_is_the_walk_from_params_then_results() -> None:
+    from pathlib import Path
+
+    from kera import frontend
+    from kera.ir import topo_order
+
+    for path in sorted((Path(__file__).parents[2] / "corpora").glob("*.kera")):
+        res = frontend.compile_source(path.read_text(encoding="utf-8"), str(path))
+        assert res.graph is not None
+        for fn in res.graph.functions.values():
+            assert fn.record_order() == topo_order([*fn.params, *fn.results]), fn.name
