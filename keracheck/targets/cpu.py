@@ -6,9 +6,10 @@ Target ids:
   ``neon`` on AArch64, else ``scalar``); ``cpu:scalar``, ``cpu:sse2``, ``cpu:avx2``,
   ``cpu:avx512`` (and ``cpu:neon`` on an AArch64 host) select one level and are unavailable, with
   the missing CPU features named, when the host lacks it.  Execution: the cases' functions are
-  emitted into one translation unit, built once into a shared object (cached by content, see
-  ``keracheck.runners.gcc``) and called through ctypes in this process — keracheck already runs
-  back ends in a worker process, so a crash costs only that worker.
+  emitted into one translation unit (a large batch into one per CPU, built at once), built into
+  a shared object (cached by content, see ``keracheck.runners.gcc``) and called through ctypes
+  in this process — keracheck already runs back ends in a worker process, so a crash costs
+  only that worker.
 * ``cpu-aarch64`` (NEON lanes) and ``cpu-riscv64`` (scalar lanes; GCC 12 has no RVV code
   generation) — the same translation unit plus the batch driver of ``kera.backends.c``,
   cross-compiled statically and run once per batch under ``qemu-<arch>``: inputs go in one file,
@@ -23,9 +24,11 @@ in one batch are built once and different functions with one name never collide.
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import tempfile
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -92,6 +95,19 @@ def best_isa() -> str:
     return "scalar"
 
 
+#: a batch is split into parallel builds only when each gets at least this many functions
+#: (a gcc process costs ~40 ms before it compiles anything)
+MIN_PER_BUILD = 6
+
+
+def build_jobs() -> int:
+    """How many gcc processes one batch may run at once: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _symbols(cases: Sequence[tuple[Function, Inputs]]) -> dict[str, Function]:
     """Unique functions of a batch keyed by the suffix of their entry point."""
     out: dict[str, Function] = {}
@@ -137,8 +153,20 @@ class _CBackend:
         reason = self.available()
         if reason is not None:
             return [BackendError(f"{self.name} is unavailable: {reason}") for _ in cases]
-        groups = self._build_groups(_symbols(cases))
+        groups = self._build_parallel(_symbols(cases))
         return self._execute(cases, groups)
+
+    def _build_parallel(self, fns: Mapping[str, Function]) -> dict[str, _Built | Exception]:
+        """Build a large batch as up to :func:`build_jobs` artifacts at once (gcc is one
+        process per translation unit and dominates a cold batch); a small one as one."""
+        keys = list(fns)
+        k = min(build_jobs(), len(keys) // MIN_PER_BUILD)
+        if k <= 1:
+            return self._build_groups(fns)
+        parts = [keys[len(keys) * j // k : len(keys) * (j + 1) // k] for j in range(k)]
+        with ThreadPoolExecutor(max_workers=k) as pool:
+            built = list(pool.map(lambda p: self._build_groups({x: fns[x] for x in p}), parts))
+        return {sym: b for part in built for sym, b in part.items()}
 
     def available(self) -> str | None:
         raise NotImplementedError

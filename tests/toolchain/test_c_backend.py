@@ -718,3 +718,34 @@ def test_a_function_that_fails_to_build_costs_only_its_cases(
             assert not isinstance(got, Exception)
             assert bits_of(got[0]).tolist() == bits_of(interpret(fn, ins)[0]).tolist()
     assert builds == [4, 2, 1, 1, 2]
+
+
+def _hoisted_after_dead_tile(op: str) -> Function:
+    """A per-row tile that dies before a hoisted (iota or const) tile is declared, every tile
+    large enough for the arena at every lane count (a fuzzer finding: the hoisted tile took the
+    dead tile's arena space, and the row loop overwrote it)."""
+
+    def make(b: FunctionBuilder) -> tuple[Node, Node]:
+        x = b.param("x", D.I64, [64, 33])
+        if op == "iota":
+            h = b.op("iota", shape=[64, 33], axis=0, to=D.I64)
+        else:
+            h = b.const(np.arange(64 * 33, dtype=np.int64).reshape(64, 33), D.I64, [64, 33])
+        return b.op("not", x), h
+
+    return _build(f"hoisted_{op}", make)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_hoisted_tiles_keep_their_arena_space(target: str) -> None:
+    t = usable(target)
+    rng = np.random.default_rng(9)
+    cases = []
+    for op in ("iota", "const"):
+        fn = _hoisted_after_dead_tile(op)
+        cases.append((fn, {"x": rng.integers(-(2**63), 2**63 - 1, (19, 64, 33), dtype=np.int64)}))
+    for (fn, ins), out in zip(cases, t.run_many(cases), strict=True):
+        assert not isinstance(out, Exception), f"{fn.name}: {out}"
+        want = interpret(fn, ins)
+        for k, (g, w) in enumerate(zip(out, want, strict=True)):
+            assert np.array_equal(bits_of(g), bits_of(w)), f"{fn.name} result {k}"

@@ -765,9 +765,11 @@ class _Arena:
         self.free: list[tuple[int, int]] = []
         self.top = 0
 
-    def alloc(self, size: int) -> int:
+    def alloc(self, size: int, reuse: bool = True) -> int:
+        """An offset for size bytes; ``reuse=False`` never takes a dead tile's space (a hoisted
+        tile is written before the row loop, so it is live while every per-row tile is)."""
         size = -(-size // _ALIGN) * _ALIGN
-        for i, (off, n) in enumerate(self.free):
+        for i, (off, n) in enumerate(self.free if reuse else ()):
             if n >= size:
                 self.free[i : i + 1] = [(off + size, n - size)] if n > size else []
                 return off
@@ -815,7 +817,7 @@ class _Lowering:
             self.local_bytes += nbytes
             (self.outer if hoisted else self.body).append(f"{lane} {name}[{size}];")
             return
-        off = self.arena.alloc(nbytes)
+        off = self.arena.alloc(nbytes, reuse=not hoisted)
         self.arena_slots[name] = (off, nbytes)
         self.outer.append(f"{lane} *{name} = ({lane} *)(k_arena + {off});")
 
