@@ -226,10 +226,10 @@ typedef uint64_t ku64h __attribute__((vector_size({L4})));
 #define K_CVT(x, T) __builtin_convertvector((x), T)
 #define K_AS(T, x) return (T)(x)              /* a vector cast keeps the bits, in registers */
 #define K_SPLAT(T, x) ((T){{0}} + (x))
-#define K_MAP1(T, f, a) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \\
-    k_r_[k_l_] = f((a)[k_l_]); k_r_; }})
-#define K_MAP3(T, f, a, b, c) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \\
-    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); k_r_; }})
+#define K_MAP1(T, f, a) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) {{ \\
+    k_r_[k_l_] = f((a)[k_l_]); }} k_r_; }})
+#define K_MAP3(T, f, a, b, c) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) {{ \\
+    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); }} k_r_; }})
 """
 
 _FPENV = """\
@@ -347,16 +347,28 @@ _RINT_PICK = {
     Op.FLOOR: "k_sel_$d(neg, c, t)",  # floor(-y) = -ceil(y)
     Op.CEIL: "k_sel_$d(neg, t, c)",  # ceil(-y) = -trunc(y)
 }
-_RINT = """\
-    $U b = k_bits_$d(a), sg = b & $SIGN, neg = 0u - (b >> $TOP);
-    $V ax = k_float_$d(b ^ sg);
-    $U small = $C(ax, <, K_SPLAT($V, $BIG));  /* |a| < 2^p: may have a fraction; not NaN */
-    $V r = (ax + $BIG) - $BIG;              /* exact: rounds |a| to an integer, ties to even */
-    $V t = k_sel_$d($C(r, >, ax), r - $ONE, r);
-    $V c = k_sel_$d($C(r, <, ax), r + $ONE, r);
-    $V m = PICK;
-    $U out = ((k_bits_$d(m) | sg) & small) | (b & ~small);  /* the result has a's sign */
-    return k_float_$d(out);"""
+_RINT_LINES = (  # (line, the names of _RINT_PICK's picks that need it; None: every op)
+    ("    $U b = k_bits_$d(a), sg = b & $SIGN;", None),
+    ("    $U neg = 0u - (b >> $TOP);", ("floor", "ceil")),
+    ("    $V ax = k_float_$d(b ^ sg);", None),
+    ("    $U small = $C(ax, <, K_SPLAT($V, $BIG));  /* |a| < 2^p: may have a fraction; not NaN */",
+     None),
+    ("    $V r = (ax + $BIG) - $BIG;              /* exact: rounds |a| to an integer, ties to even */",
+     None),
+    ("    $V t = k_sel_$d($C(r, >, ax), r - $ONE, r);", ("trunc", "floor", "ceil")),
+    ("    $V c = k_sel_$d($C(r, <, ax), r + $ONE, r);", ("floor", "ceil")),
+    ("    $V m = PICK;", None),
+    ("    $U out = ((k_bits_$d(m) | sg) & small) | (b & ~small);  /* the result has a's sign */",
+     None),
+    ("    return k_float_$d(out);", None),
+)  # fmt: skip
+
+
+def _rint_body(op: Op) -> str:
+    """The rounding helper's body with only the lines op uses (no unused variables)."""
+    lines = [ln for ln, ops in _RINT_LINES if ops is None or op.value in ops]
+    return "\n".join(lines).replace("PICK", _RINT_PICK[op])
+
 
 _MINMAX = """\
     $U x = k_bits_$d(a), y = k_bits_$d(b);
@@ -383,7 +395,7 @@ def _float_body(op: Op) -> str:
     if op in _CMP:
         return f"    return K_CVT($C(a, {_CMP[op]}, b) & 1u, ku8);"
     if op in _RINT_PICK:
-        return _RINT.replace("PICK", _RINT_PICK[op])
+        return _rint_body(op)
     if op in (Op.MIN, Op.MAX):
         rel, zero = ("<", "|") if op is Op.MIN else (">", "&")
         return _MINMAX.replace("REL", rel).replace("ZERO", zero)
@@ -504,7 +516,9 @@ def _f2i_body(src: DType, dst: DType) -> str:
         [
             f"    $sV lo_ = K_SPLAT($sV, {lo}), hi_ = K_SPLAT($sV, {hi});",
             "    $sU ok = $sC(x, >=, lo_) & $sC(x, <, hi_);  /* false for NaN */",
-            "    $sU hi = $sC(x, >=, hi_), lo = $sC(x, <, lo_);",
+            "    $sU hi = $sC(x, >=, hi_), lo = $sC(x, <, lo_);"
+            if dst.is_signed  # an unsigned result saturates below at 0, which ok gives
+            else "    $sU hi = $sC(x, >=, hi_);",
             "    $sV xs = k_float_$sd(k_bits_$sd(x) & ok);  /* out-of-range lanes -> +0 */",
             f"    $dU v = {conv};",
             f"    return (v & {_widen_mask('ok', src, dst)}) | {sat};",

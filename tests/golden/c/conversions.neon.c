@@ -36,10 +36,10 @@ typedef uint64_t ku64h __attribute__((vector_size(16)));
 #define K_CVT(x, T) __builtin_convertvector((x), T)
 #define K_AS(T, x) return (T)(x)              /* a vector cast keeps the bits, in registers */
 #define K_SPLAT(T, x) ((T){0} + (x))
-#define K_MAP1(T, f, a) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \
-    k_r_[k_l_] = f((a)[k_l_]); k_r_; })
-#define K_MAP3(T, f, a, b, c) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \
-    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); k_r_; })
+#define K_MAP1(T, f, a) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) { \
+    k_r_[k_l_] = f((a)[k_l_]); } k_r_; })
+#define K_MAP3(T, f, a, b, c) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) { \
+    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); } k_r_; })
 
 /* The contract needs round-to-nearest-even and subnormals kept (no FTZ/DAZ). */
 static int k_fpenv_ok(void)
@@ -211,7 +211,7 @@ static inline ku64 k_convert_f32_u64(kf32 x)
 {
     kf32 lo_ = K_SPLAT(kf32, 0.0f), hi_ = K_SPLAT(kf32, 0x1p64f);
     ku32 ok = K_C32(x, >=, lo_) & K_C32(x, <, hi_);  /* false for NaN */
-    ku32 hi = K_C32(x, >=, hi_), lo = K_C32(x, <, lo_);
+    ku32 hi = K_C32(x, >=, hi_);
     kf32 xs = k_float_f32(k_bits_f32(x) & ok);  /* out-of-range lanes -> +0 */
     ku64 v = K_CVT(xs, ku64);
     return (v & (0u - K_CVT(ok & 1u, ku64))) | ((0u - K_CVT(hi & 1u, ku64)) & UINT64_C(0xffffffffffffffff));
@@ -238,7 +238,8 @@ static inline ku64 k_div_i64(ku64 a, ku64 b)
 
 static inline kf32 k_floor_f32(kf32 a)
 {
-    ku32 b = k_bits_f32(a), sg = b & 0x80000000u, neg = 0u - (b >> 31);
+    ku32 b = k_bits_f32(a), sg = b & 0x80000000u;
+    ku32 neg = 0u - (b >> 31);
     kf32 ax = k_float_f32(b ^ sg);
     ku32 small = K_C32(ax, <, K_SPLAT(kf32, 0x1p23f));  /* |a| < 2^p: may have a fraction; not NaN */
     kf32 r = (ax + 0x1p23f) - 0x1p23f;              /* exact: rounds |a| to an integer, ties to even */

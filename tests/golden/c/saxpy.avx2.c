@@ -36,10 +36,10 @@ typedef uint64_t ku64h __attribute__((vector_size(32)));
 #define K_CVT(x, T) __builtin_convertvector((x), T)
 #define K_AS(T, x) return (T)(x)              /* a vector cast keeps the bits, in registers */
 #define K_SPLAT(T, x) ((T){0} + (x))
-#define K_MAP1(T, f, a) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \
-    k_r_[k_l_] = f((a)[k_l_]); k_r_; })
-#define K_MAP3(T, f, a, b, c) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) \
-    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); k_r_; })
+#define K_MAP1(T, f, a) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) { \
+    k_r_[k_l_] = f((a)[k_l_]); } k_r_; })
+#define K_MAP3(T, f, a, b, c) ({ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) { \
+    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); } k_r_; })
 
 /* The contract needs round-to-nearest-even and subnormals kept (no FTZ/DAZ). */
 static int k_fpenv_ok(void)
