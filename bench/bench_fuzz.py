@@ -77,7 +77,7 @@ def bench_generate(seconds: float) -> None:
     @settings(database=None, deadline=None, max_examples=10**6, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @seed(0)
-    @given(batches(policies=tuple(policies.POLICIES)))
+    @given(batches(policies=policies.DEFAULT))
     def draw(batch: list[Drawn]) -> None:
         count[0] += 1
         count[1] += len(batch)

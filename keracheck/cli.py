@@ -419,7 +419,10 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--out", default="corpora/regressions")
     f.add_argument("--format", choices=("text", "json"), default="text")
-    f.add_argument("--policy", help="generation policies: comma list, 'all' (default) or 'none'")
+    f.add_argument(
+        "--policy",
+        help="generation policies: comma list, 'all' (every one, large-tensors too) or 'none'; default: all but large-tensors",
+    )
     f.add_argument("--shrink-seconds", type=float, help="cap on one shrink, seconds (default 60)")
     return p
 

@@ -67,7 +67,7 @@ class Options:
     budget: float | None = None  # seconds of discovery; None: no limit
     seed: int = 0
     out: str | None = "corpora/regressions"  # None: write no reproducer
-    policies: tuple[str, ...] = tuple(policies_mod.POLICIES)
+    policies: tuple[str, ...] = policies_mod.DEFAULT
     batch_size: int = 24
     inputs: int = 64
     shrink_seconds: float = 60.0

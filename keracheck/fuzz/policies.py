@@ -86,6 +86,7 @@ class Profile:
     shift_weight: int = 0  # a shift amount is a constant at or past the width
     divisor_weight: int = 0  # an integer divisor is the constant 0 or -1
     cancel_weight: int = 0  # add/sub cancel their first operand (x - x, x + -x)
+    max_elements: int = 256  # no value holds more elements
 
     def scaled(self, ops: frozenset[Op] | set[Op], factor: int) -> dict[Op, int]:
         return {op: w * factor if op in ops else w for op, w in self.op_weights.items()}
@@ -96,6 +97,7 @@ class Policy:
     name: str
     doc: str
     apply: Callable[[Profile], Profile]
+    default: bool = True  # in the default set (off: only when named, or with 'all')
 
 
 def _specials(p: Profile) -> Profile:
@@ -145,6 +147,22 @@ def _const_leaves(p: Profile) -> Profile:
     return replace(p, const_weight=p.param_weight * 2)
 
 
+#: shapes and axis lengths of the large-tensors policy: past the C back end's 16 KiB stack
+#: tiles and the wasm module's first 64 KiB page at every lane count
+LARGE_SHAPES: tuple[Shape, ...] = ((1000,), (64, 33), (3, 700), (2, 2048), (4096,))
+LARGE_DIMS: tuple[int, ...] = (129, 1000)
+
+
+def _large_tensors(p: Profile) -> Profile:
+    return replace(
+        p,
+        shapes=p.shapes + LARGE_SHAPES,
+        dims=p.dims + LARGE_DIMS,
+        max_elements=4096,
+        op_weights=p.scaled(MOVEMENT | {Op.DOT, Op.MATMUL}, 2),
+    )
+
+
 POLICIES: dict[str, Policy] = {
     p.name: p
     for p in (
@@ -156,8 +174,11 @@ POLICIES: dict[str, Policy] = {
         Policy("long-reductions", "long and odd reduction axes (33, 100, 129), more reductions", _long_reductions),
         Policy("deep-chains", "long chains of elementwise ops, each on the previous value", _deep_chains),
         Policy("const-leaves", "most leaves constant (YARPGen's all/half-constant subtrees)", _const_leaves),
+        Policy("large-tensors", "values of up to 4096 elements: the back ends' arena, scratch and memory-growth paths (opt-in: slow on HDL targets)", _large_tensors, default=False),
     )
 }  # fmt: skip
+#: the policies a campaign uses when none are named
+DEFAULT: tuple[str, ...] = tuple(name for name, p in POLICIES.items() if p.default)
 
 
 class PolicyError(ValueError):
@@ -165,8 +186,11 @@ class PolicyError(ValueError):
 
 
 def parse(names: str | None) -> tuple[str, ...]:
-    """Policy names from ``a,b`` ('all' or None: every policy; 'none': no policy)."""
-    if names is None or names.strip() == "all":
+    """Policy names from ``a,b`` (None: the default set; 'all': every policy, the opt-in ones
+    too; 'none': no policy)."""
+    if names is None:
+        return DEFAULT
+    if names.strip() == "all":
         return tuple(POLICIES)
     if names.strip() == "none":
         return ()

@@ -76,7 +76,8 @@ LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
 SKIP_WEIGHT = 1
 #: marker returned by GraphBuilder.pick for "a fresh parameter"
 _PARAM = param(0, "fresh", DType.BOOL)
-#: no generated value holds more elements than this (targets such as HDL simulators are slow)
+#: no generated value holds more elements than this (targets such as HDL simulators are slow);
+#: the opt-in large-tensors policy raises it (``Profile.max_elements``)
 MAX_ELEMENTS = 256
 MAX_GEN_RANK = 3
 
@@ -218,8 +219,8 @@ def op_count(fn: Function) -> int:
 Accept = Callable[[TensorType], bool]
 
 
-def _small(t: TensorType) -> bool:
-    return _size(t.shape) <= MAX_ELEMENTS and len(t.shape) <= MAX_GEN_RANK
+def _small(t: TensorType, limit: int = MAX_ELEMENTS) -> bool:
+    return _size(t.shape) <= limit and len(t.shape) <= MAX_GEN_RANK
 
 
 class GraphBuilder:
@@ -350,7 +351,7 @@ class GraphBuilder:
         cands = [
             v
             for v in reversed(self.values)
-            if v.dtype in dtypes and _small(v.type) and accept(v.type)
+            if v.dtype in dtypes and _small(v.type, self.p.max_elements) and accept(v.type)
         ]
         n, fresh = len(types), self.p.fresh_weight
         weights = [fresh * self.p.param_weight] * n + [fresh * self.p.const_weight * n]
@@ -417,8 +418,15 @@ def _broadcastable(t: TensorType) -> bool:
     return len(t.shape) < MAX_GEN_RANK
 
 
-def _doublable(t: TensorType) -> bool:
-    return len(t.shape) >= 1 and 2 * _size(t.shape) <= MAX_ELEMENTS
+@cache
+def _doublable(limit: int) -> Accept:
+    """Accepts a tensor that two of can be concatenated within ``limit`` elements (one function
+    per limit, so _fresh_types caches)."""
+
+    def accept(t: TensorType) -> bool:
+        return len(t.shape) >= 1 and 2 * _size(t.shape) <= limit
+
+    return accept
 
 
 def _elementwise(g: GraphBuilder, op: Op) -> Node:
@@ -488,22 +496,23 @@ def _dot(g: GraphBuilder, op: Op) -> Node:
 def _matmul(g: GraphBuilder, op: Op) -> Node:
     x = g.anchor(_matrix, DTYPES[:-1])
     k = x.shape[1]
-    ns = [d for d in g.p.dims if k * d <= MAX_ELEMENTS and x.shape[0] * d <= MAX_ELEMENTS]
+    most = g.p.max_elements
+    ns = [d for d in g.p.dims if k * d <= most and x.shape[0] * d <= most]
     n = ns[uniform(g.draw, len(ns))]
     return g.build(op, [x, g.operand(TensorType(x.dtype, (k, n)))])
 
 
-def _broadcast_targets(shape: Shape, dims: Sequence[int]) -> list[Shape]:
+def _broadcast_targets(shape: Shape, dims: Sequence[int], most: int) -> list[Shape]:
     out = [(d, *shape) for d in dims]
     for axis, size in enumerate(shape):
         if size == 1:
             out += [(*shape[:axis], d, *shape[axis + 1 :]) for d in dims if d != 1]
-    return [s for s in out if _size(s) <= MAX_ELEMENTS]
+    return [s for s in out if _size(s) <= most]
 
 
 def _broadcast(g: GraphBuilder, op: Op) -> Node:
     x = g.anchor(_broadcastable)
-    targets = _broadcast_targets(x.shape, g.p.dims)
+    targets = _broadcast_targets(x.shape, g.p.dims, g.p.max_elements)
     return g.build(op, [x], shape=targets[uniform(g.draw, len(targets))])
 
 
@@ -530,10 +539,11 @@ def _slice(g: GraphBuilder, op: Op) -> Node:
 
 
 def _concat(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_doublable)
+    x = g.anchor(_doublable(g.p.max_elements))
     axis = uniform(g.draw, len(x.shape))
     rest = _size(x.shape) // x.shape[axis]
-    sizes = [x.shape[axis], *(d for d in g.p.dims if rest * (x.shape[axis] + d) <= MAX_ELEMENTS)]
+    fits = [d for d in g.p.dims if rest * (x.shape[axis] + d) <= g.p.max_elements]
+    sizes = [x.shape[axis], *fits]
     d = sizes[uniform(g.draw, len(sizes))]
     other = TensorType(x.dtype, (*x.shape[:axis], d, *x.shape[axis + 1 :]))
     return g.build(op, [x, g.operand(other)], axis=axis)

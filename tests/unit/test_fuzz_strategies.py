@@ -9,6 +9,7 @@ shrink to small graphs.  The printer's source must compile back to the same fing
 from __future__ import annotations
 
 import collections
+import math
 from typing import Any
 
 import numpy as np
@@ -133,7 +134,8 @@ def test_each_policy_changes_the_graphs() -> None:
 
 
 def test_policy_names() -> None:
-    assert policies.parse(None) == ALL_POLICIES
+    assert policies.parse(None) == policies.DEFAULT
+    assert set(ALL_POLICIES) - set(policies.DEFAULT) == {"large-tensors"}  # opt-in: slow on HDL
     assert policies.parse("all") == ALL_POLICIES
     assert policies.parse("none") == ()
     assert policies.parse("ties, specials") == ("ties", "specials")
@@ -265,3 +267,12 @@ def test_what_source_cannot_spell_is_refused() -> None:
     fn = Function("f", [param(0, "1x", DType.F32)], [make_node("neg", [param(0, "1x", DType.F32)])])
     with pytest.raises(to_kera.PrintError, match="not an identifier"):
         to_kera.render(fn, "f")
+
+
+def test_large_tensors_policy_raises_the_element_bound() -> None:
+    def biggest(fns: list[Function]) -> int:
+        return max(math.prod(n.shape) for fn in fns for n in fn.nodes())
+
+    assert biggest(sample(20, 3, policies=policies.DEFAULT)) <= 256
+    large = biggest(sample(20, 3, policies=("large-tensors",)))
+    assert 256 < large <= 4096
