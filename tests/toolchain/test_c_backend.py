@@ -773,3 +773,58 @@ def test_emitted_c_is_warning_free(isa: str, tmp_path: Path) -> None:
     flags = [*c.PINNED_FLAGS, *c.ISAS[isa].flags, "-Wextra", "-Werror", "-fsyntax-only"]
     proc = subprocess.run([gcc, *flags, str(tmp_path / "kera.c")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _snan_graph(dt: DType) -> Function:
+    """Signalling-NaN constants (made by bitcast, as Kera source spells them) through every op
+    that must keep NaN bits: broadcast, copysign, neg, abs, select, concat, reshape."""
+    w, u = (32, D.U32) if dt is D.F32 else (64, D.U64)
+    snan = {32: 0x7F800001, 64: 0x7FF0000000000001}[w]  # payload 1, quiet bit clear
+    nsnan = snan | (1 << (w - 1))
+
+    def make(b: FunctionBuilder) -> tuple[Node, ...]:
+        x = b.param("x", dt, [3])
+        s = b.op("bitcast", b.const(snan, u), to=dt)
+        n = b.op("bitcast", b.const(nsnan, u), to=dt)
+        v = b.op("broadcast", s, shape=[3])
+        return (
+            b.op("copysign", v, x),
+            b.op("neg", v),
+            b.op("abs", b.op("broadcast", n, shape=[3])),
+            b.op("select", b.op("lt", x, x), x, v),
+            b.op(
+                "concat", v, b.op("reshape", b.op("broadcast", n, shape=[1, 3]), shape=[3]), axis=0
+            ),
+        )
+
+    return _build(f"snan_{dt.value}", make)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_signalling_nan_constants_keep_their_bits(target: str) -> None:
+    """A fuzzer finding: without -fsignaling-nans gcc folded a broadcast signalling-NaN constant
+    into a quiet NaN at scalar lanes (RISC-V, x86 scalar), where the contract keeps the bits."""
+    t = usable(target)
+    rng = np.random.default_rng(4)
+    cases = []
+    for dt in (D.F32, D.F64):
+        x = rng.standard_normal((5, 3)).astype(dt.np)
+        cases.append((_snan_graph(dt), {"x": x}))
+    for (fn, ins), out in zip(cases, t.run_many(cases), strict=True):
+        assert not isinstance(out, Exception), f"{fn.name}: {out}"
+        for k, (g, want) in enumerate(zip(out, interpret(fn, ins), strict=True)):
+            assert np.array_equal(bits_of(g), bits_of(want)), f"{fn.name} result {k}"
+
+
+def test_c_refuses_to_build_without_signalling_nans(tmp_path: Path) -> None:
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not on PATH")
+    for name, text in c.emit({"f": _snan_graph(D.F32)}, isa="scalar").files().items():
+        (tmp_path / name).write_text(text)
+    flags = [f for f in c.PINNED_FLAGS if f != "-fsignaling-nans"]
+    proc = subprocess.run(
+        ["gcc", *flags, "-fsyntax-only", str(tmp_path / "kera.c")], capture_output=True, text=True
+    )
+    assert proc.returncode != 0 and "-fsignaling-nans" in proc.stderr

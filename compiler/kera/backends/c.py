@@ -65,6 +65,7 @@ PINNED_FLAGS = (
     "-ffp-contract=off",
     "-fno-fast-math",
     "-fwrapv",
+    "-fsignaling-nans",
     "-fno-math-errno",
     "-Wall",
     "-Wno-psabi",
@@ -176,6 +177,9 @@ _HEAD = """\
 
 #if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
 #error "kera: compile without -ffast-math/-Ofast: the contract needs IEEE arithmetic"
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__SUPPORT_SNAN__)
+#error "kera: compile with -fsignaling-nans: without it gcc may quiet a signalling NaN constant"
 #endif
 #if FLT_EVAL_METHOD != 0
 #error "kera: needs FLT_EVAL_METHOD == 0 (x87 excess precision changes results; use SSE)"
@@ -727,7 +731,7 @@ def _header(name: str, guard: str, fns: Mapping[str, Function]) -> str:
         " * row r of an argument of shape (d0, d1, ...) at element r * d0 * d1 * ...;",
         " * bool is uint8_t 0/1.  Returns KERA_OK, KERA_E_FPENV (FTZ/DAZ set or a rounding mode",
         " * other than to-nearest; nothing written) or KERA_E_NOMEM.  Build with",
-        f" * {' '.join(PINNED_FLAGS[:5])} (never -ffast-math). */",
+        f" * {' '.join(PINNED_FLAGS[:6])} (never -ffast-math). */",
         f"#ifndef {guard}",
         f"#define {guard}",
         "#include <stddef.h>",

@@ -10,6 +10,9 @@
 #if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
 #error "kera: compile without -ffast-math/-Ofast: the contract needs IEEE arithmetic"
 #endif
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__SUPPORT_SNAN__)
+#error "kera: compile with -fsignaling-nans: without it gcc may quiet a signalling NaN constant"
+#endif
 #if FLT_EVAL_METHOD != 0
 #error "kera: needs FLT_EVAL_METHOD == 0 (x87 excess precision changes results; use SSE)"
 #endif

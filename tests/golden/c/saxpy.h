@@ -4,7 +4,7 @@
  * row r of an argument of shape (d0, d1, ...) at element r * d0 * d1 * ...;
  * bool is uint8_t 0/1.  Returns KERA_OK, KERA_E_FPENV (FTZ/DAZ set or a rounding mode
  * other than to-nearest; nothing written) or KERA_E_NOMEM.  Build with
- * -O2 -std=c11 -ffp-contract=off -fno-fast-math -fwrapv (never -ffast-math). */
+ * -O2 -std=c11 -ffp-contract=off -fno-fast-math -fwrapv -fsignaling-nans (never -ffast-math). */
 #ifndef KERA_SAXPY_H
 #define KERA_SAXPY_H
 #include <stddef.h>
