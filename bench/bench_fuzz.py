@@ -119,7 +119,8 @@ def planted_row(name: str, f: Finding | None, total: float) -> dict[str, Any] | 
         f"nodes {f.nodes_before:3} -> {f.nodes_after} | shrink {f.shrink_seconds:6.2f} s "
         f"{f.shrink_calls:4} calls, reduce {f.reduce_seconds:5.2f} s | total {total:6.1f} s"
     )
-    return {"examples": f.first_example, "seconds": f.first_seconds, "shrink": f.shrink_seconds}
+    shrink = f.shrink_seconds + f.reduce_seconds  # to the saved reproducer
+    return {"examples": f.first_example, "seconds": f.first_seconds, "shrink": shrink}
 
 
 def run_planted(

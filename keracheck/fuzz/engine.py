@@ -14,7 +14,10 @@ replays them, sees the failure and shrinks; the test fails exactly when the grap
 pinned signature.  (Shrinking the whole batch instead does not work: on a batch of ~1000
 choices Hypothesis spends its 500 successful shrinks on one choice each.)  The smallest graph
 seen with the signature is then reduced (``reduce``: cone, operands cut to parameters, one
-row, simple values) and written (``reproduce``); the next discovery run follows.
+row, simple values) and written (``reproduce``); the next discovery run follows.  The
+reductions are tried first on the graph as found: when they alone bring it to at most
+:data:`QUICK_OPS` ops (the culprit and at most two ops feeding it), that graph is saved without
+a Hypothesis shrink, which with a gcc target costs one build per step.
 
 Budgets.  ``max_examples`` counts generated examples (batches) over all runs; ``budget`` is
 wall-clock seconds of discovery.  Each shrink may take ``shrink_seconds``: past it the test
@@ -41,6 +44,9 @@ from keracheck.fuzz import reproduce
 from keracheck.fuzz.oracle import Divergence, Oracle, Signature
 from keracheck.fuzz.strategies import OP_ORDER, Drawn, batches, op_count, recorded_graphs
 from keracheck.targets import Target
+
+#: a graph the reductions alone bring to at most this many ops is not shrunk by Hypothesis
+QUICK_OPS = 3
 
 
 class Diverged(Exception):
@@ -264,6 +270,14 @@ class Campaign:
         s.phase, s.current = "shrinking", str(div.signature)
         s.shrink_calls, s.shrink_ops = 0, op_count(div.fn)
         self._progress()
+        t0 = time.monotonic()
+        if self.opts.reduce:  # the reductions alone first: a few builds, where a shrink is ~250
+            quick = reduce_mod.reduce(self.oracle, div)
+            if op_count(quick.fn) <= QUICK_OPS:
+                f.ops_shrunk = op_count(div.fn)
+                f.reduce_seconds = round(time.monotonic() - t0, 3)
+                self._save(f, quick)
+                return
         best, calls, seconds = self._shrink(div, drawn)
         s.shrink_seconds += seconds
         f.shrunk = best is not div
@@ -271,10 +285,10 @@ class Campaign:
         f.ops_shrunk = op_count(best.fn)
         s.phase = "reducing"
         self._progress()
-        t0 = time.monotonic()
+        t1 = time.monotonic()
         if self.opts.reduce:
             best = reduce_mod.reduce(self.oracle, best)
-        f.reduce_seconds = round(time.monotonic() - t0, 3)
+        f.reduce_seconds = round(time.monotonic() - t1 + (t1 - t0 if self.opts.reduce else 0), 3)
         self._save(f, best)
 
     def _shrink(self, div: Divergence, drawn: Drawn) -> tuple[Divergence, int, float]:
@@ -339,6 +353,8 @@ class Campaign:
             f"shrunk from {f.ops_before} to {f.ops_shrunk} ops in {f.shrink_seconds:.1f} s"
             if f.shrunk
             else f"{f.ops_before} ops, not shrunk"
+            if f.shrink_calls or not f.reduce_seconds
+            else f"{f.ops_before} ops, not shrunk (the reductions sufficed, {f.reduce_seconds:.1f} s)"
         )
         path = Path(self.opts.out or ".") / f"{f.fingerprint}.kera"
         plugins = "".join(
@@ -370,7 +386,10 @@ class Campaign:
     def document(self) -> dict[str, Any]:
         s = self.stats
         gen = s.generate_seconds
-        shrinks = sorted(f.shrink_seconds for f in self.findings.values() if f.final is not None)
+        # time from a finding to its saved reproducer: Hypothesis shrink plus reductions
+        shrinks = sorted(
+            f.shrink_seconds + f.reduce_seconds for f in self.findings.values() if f.final
+        )
         return {
             "schemaVersion": 1,
             "command": self.opts.command,

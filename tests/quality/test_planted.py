@@ -105,3 +105,15 @@ def _check_reproducer(f: Finding, oracle: Oracle) -> None:
     rows = {k: v[mine] for k, v in inputs.items()}
     again = oracle.check_cases([Case(Function(fn.name, fn.params, fn.results), rows)])
     assert f.signature in {d.signature for d in again}
+
+
+def test_a_bug_the_reductions_isolate_skips_the_hypothesis_shrink(tmp_path: Path) -> None:
+    """The reductions run first; when they alone reach the culprit (MINSS: one min), no
+    Hypothesis shrink runs, and the reproducer's header says so."""
+    campaign = _campaign(planted.Minss, tmp_path)
+    (f,) = [
+        f for f in campaign.findings.values() if f.final is not None and f.signature.op == "min"
+    ]
+    assert f.ops_after == 1 and f.shrink_calls == 0 and not f.shrunk
+    assert f.reproducer is not None
+    assert "not shrunk (the reductions sufficed" in Path(f.reproducer).read_text(encoding="utf-8")
