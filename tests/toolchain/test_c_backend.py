@@ -828,3 +828,27 @@ def test_c_refuses_to_build_without_signalling_nans(tmp_path: Path) -> None:
         ["gcc", *flags, "-fsyntax-only", str(tmp_path / "kera.c")], capture_output=True, text=True
     )
     assert proc.returncode != 0 and "-fsignaling-nans" in proc.stderr
+
+
+def test_a_large_batch_builds_in_parallel_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of >= 2 * MIN_PER_BUILD functions is split into one artifact per CPU (up to
+    build_jobs()), and every case still runs its own function."""
+    import keracheck.targets.cpu as cpu_mod
+
+    t = usable("cpu:scalar")
+    monkeypatch.setattr(cpu_mod, "build_jobs", lambda: 3)
+    fns = []
+    for k in range(3 * cpu_mod.MIN_PER_BUILD):
+
+        def make(b: FunctionBuilder, k: int = k) -> Node:
+            x = b.param("x", D.I32, [2])
+            return b.op("add", x, b.const(k, D.I32, [2]))
+
+        fns.append(_build(f"plus{k}", make))
+    groups = t._build_parallel({f"f{fn.fingerprint[:20]}": fn for fn in fns})
+    assert not any(isinstance(g, Exception) for g in groups.values())
+    assert len({g[0] for g in groups.values() if not isinstance(g, Exception)}) == 3
+    x = np.arange(8, dtype=np.int32).reshape(4, 2)
+    outs = t.run_many([(fn, {"x": x}) for fn in fns])
+    for k, out in enumerate(outs):
+        assert not isinstance(out, Exception) and np.array_equal(out[0], x + k), k
