@@ -23,6 +23,10 @@ Contract for implementers:
 * ``artifacts(fn)`` is optional: the emitted code (C, PTX, Verilog, wasm ...) by file name, so
   reports can record its digest.
 * ``versions()`` is optional: toolchain name -> version string, recorded in reports.
+* ``declines(fn)`` is optional: one line saying why ``fn`` is past a documented limit of the
+  target (a size or resource bound, not a lowering bug), else ``None``.  keracheck reports such
+  a case ``unsupported`` for that target, like an op outside ``supported_ops()``, and the
+  fuzzer does not count it as a divergence.  It must not raise.
 
 keracheck calls back ends in a worker process with a time limit, so a crash or hang in one
 target's run becomes an ``error`` for that case and target only.
@@ -64,6 +68,18 @@ class BatchBackend(Backend, Protocol):
     """A back end that can compile and run many cases in one toolchain invocation."""
 
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]: ...
+
+
+def declines(backend: Backend, fn: Function) -> str | None:
+    """The back end's reason for declining fn (see ``declines`` above), or None."""
+    method = getattr(backend, "declines", None)
+    if method is None:
+        return None
+    try:
+        reason = method(fn)
+    except Exception:  # a broken hook declines nothing: the run then shows what is wrong
+        return None
+    return None if reason is None else str(reason)
 
 
 class BackendError(Exception):

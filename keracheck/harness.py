@@ -34,6 +34,7 @@ from kera.dtypes import from_numpy
 from kera.files import LoadError, load_graph
 from kera.ir import Function, Graph
 from keracheck import inputs as inputs_mod
+from keracheck.backend import declines
 from keracheck.compare import diff_outputs
 from keracheck.targets import Target, default_ids, known_specs, resolve
 from keracheck.worker import Job, JobResult, run_isolated
@@ -249,7 +250,7 @@ def default_cache_dir() -> str:
 def run_target(
     target: Target, cases: list[Case], opts: Options, versions: Mapping[str, str]
 ) -> dict[str, JobResult | str]:
-    """Results per case key; a plain string means 'unsupported: <ops>'."""
+    """Results per case key; a plain string means 'unsupported: <ops or the target's reason>'."""
     assert target.backend is not None
     supported = target.backend.supported_ops()
     out: dict[str, JobResult | str] = {}
@@ -260,6 +261,10 @@ def run_target(
         missing = sorted({n.op.value for n in case.fn.nodes()} - set(supported))
         if missing:
             out[case.key] = "unsupported: " + ", ".join(missing)
+            continue
+        reason = declines(target.backend, case.fn)
+        if reason is not None:
+            out[case.key] = "unsupported: " + reason
             continue
         if cache is not None:
             keys[case.key] = cache.key(case, target.id, versions, target.spec)

@@ -42,6 +42,7 @@ from kera.interp import interpret
 from kera.ir import Function, Graph, Node
 from kera.ops import Op
 from keracheck import inputs as inputs_mod
+from keracheck.backend import declines
 from keracheck.compare import diff_outputs
 from keracheck.fuzz.workers import WarmWorker
 from keracheck.targets import Target
@@ -50,6 +51,11 @@ from keracheck.worker import Job, JobResult, execute
 Array = np.ndarray[Any, Any]
 Outputs = list[Array]
 Result = Outputs | str  # outputs, or the error message of a failed build/run
+
+
+class Declined(str):
+    """A target's reason for declining a case (``Backend.declines``): no result, no divergence."""
+
 
 #: the class a signature takes from a culprit's differing elements: the first present
 CLASS_ORDER = (
@@ -173,9 +179,18 @@ class Runner:
         try:
             if self.id == REF:
                 return {c.key: _interpret(c) for c in cases}
-            jobs = [Job(c.key, keg.dumps(Graph([c.fn])), c.fn.name, c.inputs) for c in cases]
-            done = self.worker.run(jobs) if self.worker else execute(self.target.spec, jobs, 1)
-            return {key: _result(res) for key, res in done.items()}
+            out: dict[str, Result] = {}
+            if self.target.backend is not None:
+                for c in cases:
+                    reason = declines(self.target.backend, c.fn)
+                    if reason is not None:
+                        out[c.key] = Declined(reason)
+            run = [c for c in cases if c.key not in out]
+            jobs = [Job(c.key, keg.dumps(Graph([c.fn])), c.fn.name, c.inputs) for c in run]
+            done: Mapping[str, JobResult] = {}
+            if jobs:
+                done = self.worker.run(jobs) if self.worker else execute(self.target.spec, jobs, 1)
+            return out | {key: _result(res) for key, res in done.items()}
         finally:
             self.seconds += time.monotonic() - t0
 
@@ -337,6 +352,8 @@ class Oracle:
                 continue
             for tid in targets:
                 got = results[tid][i]
+                if isinstance(got, Declined):
+                    continue  # past a documented limit of the target: nothing to compare
                 if isinstance(got, str):
                     suspects.append(_Suspect(case, tid, {}, failure=got))
                 elif diffs := _diff(ref, got, (REF, tid)):

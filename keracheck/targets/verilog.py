@@ -36,7 +36,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kera.backends.verilog import SUPPORTED_OPS, Port, VerilogDesign, VerilogEmitError, emit
+from kera.backends.verilog import (
+    SUPPORTED_OPS,
+    Port,
+    VerilogDesign,
+    VerilogEmitError,
+    VerilogSizeError,
+    emit,
+)
 from kera.dtypes import DType
 from kera.interp import InputError, batch_size
 from kera.ir import Function
@@ -609,6 +616,16 @@ class _VerilogTarget:
 
     def supported_ops(self) -> frozenset[str]:
         return SUPPORTED_OPS
+
+    def declines(self, fn: Function) -> str | None:
+        """Past the emitter's size limit (``MAX_CORES`` core instances): a documented limit of
+        the target, reported ``unsupported`` rather than ``error``."""
+        try:
+            design_of(fn)
+        except BackendError as e:
+            if isinstance(e.__cause__, VerilogSizeError):
+                return str(e)
+        return None
 
     def run(self, fn: Function, inputs: Inputs) -> Outputs:
         return self._simulate([(fn, inputs)])[0]

@@ -121,3 +121,27 @@ def test_a_second_signature_on_the_same_graph_is_merged(tmp_path: Path) -> None:
     again = reproduce.write(tmp_path, _divergence("signed-zero", -0.0), ["found: three"])
     assert again.rows == 2  # a row already present is kept once
     assert Path(again.path).read_text(encoding="utf-8").count("signed-zero") == 1
+
+
+def test_a_declined_graph_is_not_a_divergence(tmp_path: Path) -> None:
+    """Backend.declines: the fuzzer does not count a graph past a target's documented limit
+    (only min deviates on this target, and it declines every min), and keracheck run reports
+    the case unsupported, not an error; a hook that raises declines nothing."""
+    code, doc = fuzz_json(
+        tmp_path, "--targets", "ref", "--backend-plugin", f"{FAKES}:MinssDeclinesMin",
+        "--max-examples", "10",
+    )  # fmt: skip
+    assert code == 0 and doc["signatures"] == []
+    src = tmp_path / "m.kera"
+    src.write_text("export fn m(a: f32[4], b: f32[4]) -> f32[4] { min(a, b) }\n")
+    res = keracheck(
+        "run", str(src), "--targets", "ref,minss-declines,minss-broken-declines",
+        "--backend-plugin", f"{FAKES}:MinssDeclinesMin",
+        "--backend-plugin", f"{FAKES}:MinssBrokenDeclines", "--no-cache", "--format", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    case = json.loads(res.stdout)["cases"][0]
+    declined = case["targets"]["minss-declines"]
+    assert declined["status"] == "unsupported" and "documented limits" in declined["message"]
+    assert case["targets"]["minss-broken-declines"]["status"] == "ok"
+    assert case["verdict"] == "diverge" and res.returncode == 1  # the broken hook's min bug

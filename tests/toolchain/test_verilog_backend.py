@@ -395,6 +395,19 @@ def test_size_limit() -> None:
         emit(b.build(b.op(Op.MATMUL, x, x)))
 
 
+def test_targets_decline_what_is_past_the_size_limit() -> None:
+    """Past MAX_CORES is a documented limit: declined (reported unsupported), not an error."""
+    b = FunctionBuilder("big")
+    x = b.param("x", DType.F32, [30, 30])
+    big = b.build(b.op(Op.MATMUL, x, x))
+    small = FunctionBuilder("small")
+    y = small.param("y", DType.F32, [4])
+    for target in (VerilatorTarget(), CocotbTarget()):
+        reason = target.declines(big)
+        assert reason is not None and "core instances" in reason
+        assert target.declines(small.build(small.op(Op.ADD, y, y))) is None
+
+
 def test_chunks_bound_simulation_size_and_isolate_errors() -> None:
     def fn_with(n: int, op: Op) -> Function:
         b = FunctionBuilder(str(op))

@@ -65,6 +65,11 @@ class VerilogEmitError(Exception):
     """A function the Verilog back end cannot lower (or would lower to an unusable size)."""
 
 
+class VerilogSizeError(VerilogEmitError):
+    """The datapath would need more than :data:`MAX_CORES` core instances: a documented limit
+    of the target, not a lowering bug (the ``verilog`` targets decline such a function)."""
+
+
 # ---------------------------------------------------------------------------- the netlist
 
 
@@ -105,7 +110,7 @@ class Netlist:
         if cell.kind == "core":
             self.cores += 1
             if self.cores > MAX_CORES:
-                raise VerilogEmitError(
+                raise VerilogSizeError(
                     f"the datapath needs more than {MAX_CORES} core instances (one per element "
                     "and op); use smaller tensors"
                 )

@@ -98,3 +98,23 @@ class MinssAsClone(Minss):
     """Minss under the id 'clone': a target whose behaviour changed since a report was signed."""
 
     name = "clone"
+
+
+class MinssDeclinesMin(Minss):
+    """Minss that declines every function with a min (a documented limit, not a bug)."""
+
+    name = "minss-declines"
+
+    def declines(self, fn: Any) -> str | None:
+        if any(n.op is Op.MIN for n in fn.nodes()):
+            return "min is past this target's documented limits"
+        return None
+
+
+class MinssBrokenDeclines(Minss):
+    """Minss whose declines hook raises: it declines nothing, so the min bug still shows."""
+
+    name = "minss-broken-declines"
+
+    def declines(self, fn: Any) -> str | None:
+        raise RuntimeError("hook bug")
