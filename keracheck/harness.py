@@ -262,16 +262,16 @@ def run_target(
         if missing:
             out[case.key] = "unsupported: " + ", ".join(missing)
             continue
+        if cache is not None:
+            keys[case.key] = cache.key(case, target.id, versions, target.spec)
+            hit = cache.get(keys[case.key])
+            if hit is not None:  # a declined case never ran, so it is never cached
+                out[case.key] = hit
+                continue
         reason = declines(target.backend, case.fn)
         if reason is not None:
             out[case.key] = "unsupported: " + reason
             continue
-        if cache is not None:
-            keys[case.key] = cache.key(case, target.id, versions, target.spec)
-            hit = cache.get(keys[case.key])
-            if hit is not None:
-                out[case.key] = hit
-                continue
         todo.append(case)
     if todo:
         jobs = [Job(c.key, c.keg_bytes, c.function, c.inputs) for c in todo]
