@@ -270,12 +270,14 @@ class Campaign:
         s.phase, s.current = "shrinking", str(div.signature)
         s.shrink_calls, s.shrink_ops = 0, op_count(div.fn)
         self._progress()
-        t0 = time.monotonic()
+        reducing = 0.0  # seconds in the reductions, before and after the shrink
         if self.opts.reduce:  # the reductions alone first: a few builds, where a shrink is ~250
+            t0 = time.monotonic()
             quick = reduce_mod.reduce(self.oracle, div)
+            reducing = time.monotonic() - t0
             if op_count(quick.fn) <= QUICK_OPS:
                 f.ops_shrunk = op_count(div.fn)
-                f.reduce_seconds = round(time.monotonic() - t0, 3)
+                f.reduce_seconds = round(reducing, 3)
                 self._save(f, quick)
                 return
         best, calls, seconds = self._shrink(div, drawn)
@@ -285,10 +287,11 @@ class Campaign:
         f.ops_shrunk = op_count(best.fn)
         s.phase = "reducing"
         self._progress()
-        t1 = time.monotonic()
         if self.opts.reduce:
+            t1 = time.monotonic()
             best = reduce_mod.reduce(self.oracle, best)
-        f.reduce_seconds = round(time.monotonic() - t1 + (t1 - t0 if self.opts.reduce else 0), 3)
+            reducing += time.monotonic() - t1
+        f.reduce_seconds = round(reducing, 3)
         self._save(f, best)
 
     def _shrink(self, div: Divergence, drawn: Drawn) -> tuple[Divergence, int, float]:

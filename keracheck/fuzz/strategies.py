@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Node, const, make_node, param
-from kera.ops import ARITY, Op, TensorType, TypeRuleError, infer
+from kera.ops import ARITY, REDUCE, Op, TensorType, TypeRuleError, infer
 from keracheck.fuzz.policies import Profile, profile
 
 Shape = tuple[int, ...]
@@ -564,7 +564,7 @@ _GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
     Op.SELECT: _select,
     Op.CONVERT: _convert,
     Op.BITCAST: _bitcast,
-    **dict.fromkeys((Op.SUM, Op.PROD, Op.AMIN, Op.AMAX), _reduce),
+    **dict.fromkeys(REDUCE, _reduce),
     Op.DOT: _dot,
     Op.MATMUL: _matmul,
     Op.BROADCAST: _broadcast,
