@@ -11,7 +11,9 @@ Contract for implementers:
 * ``api_version`` must equal :data:`API_VERSION`.
 * ``available()`` returns ``None`` when the target can run here, else one line giving the
   reason *and* the command that would fix it ("iverilog not on PATH: apt-get install iverilog").
-  It must be cheap and must never raise.
+  It must never raise.  A target that builds code should prove it can, not only look for its
+  tools on PATH: ``keracheck.probe.proven`` builds and runs a probe once per machine and
+  toolchain and caches the pass, so later calls are cheap.
 * ``supported_ops()`` is the set of contract op names (``kera.ops.Op`` values) it lowers.
 * ``run(fn, inputs)`` executes ``fn`` (a :class:`kera.ir.Function`) on ``inputs``: a mapping from
   parameter name to an array of shape ``(N, *param.shape)`` with the parameter's numpy dtype.

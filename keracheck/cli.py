@@ -35,6 +35,10 @@ def _interactive() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI") and not os.environ.get("NO_COLOR")
 
 
+def _progress(msg: str) -> None:
+    print(f"keracheck: {msg}", file=sys.stderr, flush=True)
+
+
 def _err(msg: str) -> None:
     print(f"keracheck: {msg}", file=sys.stderr)
 
@@ -80,7 +84,7 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
         if getattr(args, "no_cache", False) or pick("repeat", 1) > 1
         else harness.default_cache_dir(),
         command="keracheck " + " ".join(sys.argv[1:]) if sys.argv[1:] else "keracheck run",
-        progress=(lambda m: print(f"  {m}", file=sys.stderr)) if _interactive() else None,
+        progress=None if getattr(args, "quiet", False) else _progress,
     )
 
 
@@ -162,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    from keracheck.targets import TargetError, known_specs, load_plugin, resolve
+    from keracheck.targets import TargetError, known_specs, load_plugin, resolve_all
 
     specs = known_specs()
     for spec in args.backend_plugin or []:
@@ -172,8 +176,8 @@ def cmd_targets(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         specs[tid] = s
     rows: list[dict[str, Any]] = []
-    for tid, spec in specs.items():
-        t = resolve(tid, spec)
+    for t in resolve_all(list(specs.items())):
+        tid, spec = t.id, t.spec
         ops = sorted(t.backend.supported_ops()) if t.backend is not None else []
         rows.append(
             {
@@ -354,6 +358,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--baseline", help="accepted divergences (JSON from 'keracheck baseline write')")
     p.add_argument("--no-cache", action="store_true", help="do not reuse cached target results")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines on stderr (errors only)"
+    )
 
 
 def parser() -> argparse.ArgumentParser:

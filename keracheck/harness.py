@@ -20,9 +20,11 @@ import hashlib
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from kera.ir import Function, Graph
 from keracheck import inputs as inputs_mod
 from keracheck.backend import declines
 from keracheck.compare import diff_outputs
-from keracheck.targets import Target, default_ids, known_specs, resolve
+from keracheck.targets import Target, default_ids, known_specs, resolve_all
 from keracheck.worker import Job, JobResult, run_isolated
 
 Array = np.ndarray[Any, Any]
@@ -60,6 +62,7 @@ class Options:
     cache_dir: str | None = None
     command: str = "keracheck run"
     progress: Callable[[str], None] | None = None
+    heartbeat: float = 10.0  # seconds between "still running" lines while targets run
 
 
 @dataclass
@@ -160,7 +163,7 @@ def select_targets(opts: Options) -> tuple[list[Target], list[str]]:
     ids = opts.targets or default_ids(known_specs())
     ids = list(dict.fromkeys([*ids, *opts.plugins, *opts.require]))
     unknown = [t for t in ids if t not in specs]
-    return [resolve(t, specs[t]) for t in ids if t in specs], unknown
+    return resolve_all([(t, specs[t]) for t in ids if t in specs]), unknown
 
 
 def _versions(t: Target) -> dict[str, str]:
@@ -273,6 +276,12 @@ def run_target(
             out[case.key] = "unsupported: " + reason
             continue
         todo.append(case)
+    if opts.progress:
+        cached = len(keys) - len(todo) - sum(1 for v in out.values() if isinstance(v, str))
+        opts.progress(
+            f"{target.id}: started, {len(todo)} cases to build and run"
+            + (f", {cached} from the result cache" if cache is not None else "")
+        )
     if todo:
         jobs = [Job(c.key, c.keg_bytes, c.function, c.inputs) for c in todo]
         for key, res in run_isolated(target.spec, jobs, opts.repeat, opts.timeout).items():
@@ -309,15 +318,21 @@ def run_cases(
     versions = {t.id: _versions(t) for t in runnable}
     results: dict[str, dict[str, JobResult | str]] = {}
 
+    phases = Phases(opts.progress, opts.heartbeat)
+
     def one(t: Target) -> None:
-        if opts.progress:
-            opts.progress(f"{t.id}: running {len(collected.cases)} cases")
-        results[t.id] = run_target(t, collected.cases, opts, versions[t.id])
-        if opts.progress:
-            opts.progress(f"{t.id}: done")
+        phases.start(t.id)
+        mine = replace(opts, progress=phases.say if opts.progress else None)
+        results[t.id] = run_target(t, collected.cases, mine, versions[t.id])
+        phases.done(t.id, results[t.id])
 
     if collected.cases:
-        with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        if opts.progress:
+            opts.progress(
+                f"{len(collected.cases)} cases on {len(runnable)} targets: "
+                + ", ".join(t.id for t in runnable)
+            )
+        with phases, ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
             list(pool.map(one, runnable))
     case_docs = [case_document(c, targets, results, opts) for c in collected.cases]
     if opts.dump_outputs:
@@ -327,6 +342,61 @@ def run_cases(
     code = exit_code(doc)
     doc["summary"]["exitCode"] = code
     return doc, code
+
+
+class Phases:
+    """Progress of the per-target phases: a line when each starts and ends, and while any
+    runs, a line every ``every`` seconds naming those still running and for how long — so a
+    first run (minutes of compiling and simulating) is never silent, terminal or not."""
+
+    def __init__(self, report: Callable[[str], None] | None, every: float) -> None:
+        self.report = report
+        self.every = every
+        self.t0 = time.monotonic()
+        self.running: dict[str, float] = {}
+        self.finished = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def say(self, msg: str) -> None:
+        if self.report is not None:
+            self.report(f"[{time.monotonic() - self.t0:6.1f}s] {msg}")
+
+    def __enter__(self) -> Phases:
+        if self.report is not None and self.every > 0:
+            self.thread = threading.Thread(target=self._beat, daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.every):
+            now = time.monotonic()
+            with self.lock:
+                busy = [f"{t} ({now - s:.0f} s)" for t, s in self.running.items()]
+                finished = self.finished
+            if busy:
+                self.say(f"still running: {', '.join(busy)}; {finished} targets finished")
+
+    def start(self, tid: str) -> None:
+        with self.lock:
+            self.running[tid] = time.monotonic()
+
+    def done(self, tid: str, results: Mapping[str, JobResult | str]) -> None:
+        with self.lock:
+            began = self.running.pop(tid, time.monotonic())
+            self.finished += 1
+        counts: dict[str, int] = {}
+        for r in results.values():
+            status = "unsupported" if isinstance(r, str) else r.status
+            counts[status] = counts.get(status, 0) + 1
+        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        self.say(f"{tid}: finished in {time.monotonic() - began:.1f} s ({tally or 'no cases'})")
 
 
 def _now() -> str:

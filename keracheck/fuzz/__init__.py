@@ -48,7 +48,7 @@ def select_targets(
     ids: list[str] | None, plugin_specs: list[str]
 ) -> tuple[list[Target], list[str]]:
     """(available targets, ref first; notes on unavailable ones).  Raises UsageError."""
-    from keracheck.targets import TargetError, default_ids, known_specs, load_plugin, resolve
+    from keracheck.targets import TargetError, default_ids, known_specs, load_plugin, resolve_all
 
     specs = known_specs()
     plugins: dict[str, str] = {}
@@ -64,7 +64,7 @@ def select_targets(
     unknown = [t for t in order if t not in every]
     if unknown:
         raise UsageError(f"unknown target '{unknown[0]}' (see 'keracheck targets')")
-    resolved = [resolve(t, every[t]) for t in order]
+    resolved = resolve_all([(t, every[t]) for t in order])
     notes = [f"{t.id}: unavailable: {t.reason}" for t in resolved if not t.available]
     return [t for t in resolved if t.available], notes
 

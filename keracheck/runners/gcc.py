@@ -51,6 +51,10 @@ class Gcc:
             return f"{self.exe} not on PATH: apt-get install {self.apt}"
         return None
 
+    def path(self) -> str:
+        """The driver's resolved path ("" when it is not on PATH)."""
+        return shutil.which(self.exe) or ""
+
     def version(self) -> str:
         """``<full version> <target triple>``, e.g. ``12.2.0 x86_64-linux-gnu``."""
         return _identity(self.exe)

@@ -22,7 +22,7 @@ from keracheck.backend import BackendError
 from keracheck.runners.wasm_job import Bytes, JobResult, WasmJob, as_bytes
 
 SCRIPT = Path(__file__).with_name("wasm_node_runner.mjs")
-_INSTALL = "apt-get install nodejs (Node >= 16 for WebAssembly SIMD)"
+INSTALL = "apt-get install nodejs"  # Node >= 16 for WebAssembly SIMD; Debian 12 has 18
 
 
 def node_path() -> str | None:
@@ -32,7 +32,7 @@ def node_path() -> str | None:
 def available() -> str | None:
     """None when Node can run modules here, else the reason and the fix."""
     if node_path() is None:
-        return f"node not on PATH: {_INSTALL}"
+        return f"node not on PATH: {INSTALL}"
     if not SCRIPT.is_file():
         return f"runner script missing: {SCRIPT}"
     return None

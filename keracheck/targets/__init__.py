@@ -14,6 +14,8 @@ import importlib
 import importlib.metadata
 import importlib.util
 import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,16 @@ def resolve(target_id: str, spec: str) -> Target:
     except Exception as e:
         reason = f"available() raised {type(e).__name__}: {e}"
     return Target(target_id, spec, backend, reason)
+
+
+def resolve_all(items: Sequence[tuple[str, str]]) -> list[Target]:
+    """:func:`resolve` of many (id, spec) pairs at once, in order: the first run on a machine
+    probes each toolchain (``keracheck.probe``: a build, for simulators seconds), so the probes
+    run side by side rather than one after another."""
+    if len(items) <= 1:
+        return [resolve(t, s) for t, s in items]
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        return list(pool.map(lambda item: resolve(*item), items))
 
 
 def load_plugin(spec: str) -> tuple[str, str]:

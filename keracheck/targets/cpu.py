@@ -38,6 +38,7 @@ import numpy as np
 from kera.backends import c
 from kera.interp import batch_size
 from kera.ir import Function
+from keracheck import probe
 from keracheck.backend import API_VERSION, BackendError, Inputs, Outputs
 from keracheck.runners.gcc import Gcc
 from keracheck.runners.qemu import Qemu
@@ -171,6 +172,24 @@ class _CBackend:
     def available(self) -> str | None:
         raise NotImplementedError
 
+    #: what to install when the probe fails (the compiler, its libc headers, the emulator)
+    fix: str
+
+    def _probe(self, identity: Sequence[str]) -> str | None:
+        """Build (and run) the probe function once per machine and toolchain; see
+        :mod:`keracheck.probe`."""
+
+        def attempt() -> None:
+            fn, inputs = probe.probe_case()
+            groups = self._build_groups(_symbols([(fn, inputs)]))
+            (res,) = self._execute([(fn, inputs)], groups)
+            if isinstance(res, Exception):
+                raise res
+
+        what = f"{self.gcc.exe} cannot build and run a test program"
+        flags = " ".join([*c.PINNED_FLAGS, *c.ISAS[self.isa].flags])
+        return probe.proven(self.name, [*identity, self.isa, flags], attempt, what, self.fix)
+
     def build(self, fns: Sequence[Function]) -> Path:
         """One artifact holding every function of ``fns`` (entry i is the i-th distinct one);
         raises BackendError when gcc fails."""
@@ -211,11 +230,16 @@ class CpuTarget(_CBackend):
             raise ValueError(f"unknown ISA level '{isa}'; choose one of {', '.join(c.ISAS)}")
         self.name = "cpu" if isa is None else f"cpu:{isa}"
         self.isa = isa or best_isa()
-        self.gcc = Gcc("gcc", "gcc")
+        self.gcc = Gcc("gcc", "gcc libc6-dev")
+        self.fix = "apt-get install gcc libc6-dev"
         self.timeout = timeout
 
     def available(self) -> str | None:
-        return self.gcc.available() or isa_problem(self.isa)
+        return (
+            self.gcc.available()
+            or isa_problem(self.isa)
+            or self._probe([self.gcc.path(), self.gcc.version()])
+        )
 
     def versions(self) -> dict[str, str]:
         return {"gcc": self.gcc.version(), "isa": self.isa, "lanes": str(c.ISAS[self.isa].lanes)}
@@ -266,11 +290,16 @@ def _call(lib: ctypes.CDLL, fn: Function, inputs: Inputs) -> Outputs:
 
 
 _CROSS = {
-    # arch: (gcc driver, Debian package, ISA level of the lanes, extra flags)
-    "aarch64": ("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu", "neon", ()),
+    # arch: (gcc driver, Debian packages (compiler, libc headers), ISA level, extra flags)
+    "aarch64": (
+        "aarch64-linux-gnu-gcc",
+        "gcc-aarch64-linux-gnu libc6-dev-arm64-cross",
+        "neon",
+        (),
+    ),
     "riscv64": (
         "riscv64-linux-gnu-gcc",
-        "gcc-riscv64-linux-gnu",
+        "gcc-riscv64-linux-gnu libc6-dev-riscv64-cross",
         "scalar",
         ("-march=rv64gc", "-mabi=lp64d"),
     ),
@@ -288,12 +317,19 @@ class QemuTarget(_CBackend):
         self.name = f"cpu-{arch}"
         self.gcc = Gcc(exe, apt)
         self.qemu = Qemu(arch)
+        self.fix = f"apt-get install {apt} qemu-user"
         self.isa = isa
         self.extra = extra
         self.timeout = timeout
 
     def available(self) -> str | None:
-        return self.gcc.available() or self.qemu.available()
+        return (
+            self.gcc.available()
+            or self.qemu.available()
+            or self._probe(
+                [self.gcc.path(), self.gcc.version(), self.qemu.version(), " ".join(self.extra)]
+            )
+        )
 
     def versions(self) -> dict[str, str]:
         return {

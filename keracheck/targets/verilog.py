@@ -48,8 +48,10 @@ from kera.dtypes import DType
 from kera.interp import InputError, batch_size
 from kera.ir import Function
 from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore]
+from keracheck import probe
 from keracheck.backend import API_VERSION, Array, BackendError, Inputs, Outputs
 from keracheck.runners.iverilog import Iverilog
+from keracheck.runners.verilator import INSTALL as INSTALL_VERILATOR
 from keracheck.runners.verilator import Verilator, cache_root
 from keracheck.runners.yosys import Resources, Yosys
 
@@ -668,6 +670,20 @@ class _VerilogTarget:
     def _simulate(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs]:
         raise NotImplementedError
 
+    def versions(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _probe(self, tool: str, fix: str) -> str | None:
+        """Simulate the probe function once per machine and toolchain (:mod:`keracheck.probe`)."""
+
+        def attempt() -> None:
+            self._simulate([probe.probe_case()])
+
+        identity = sorted(f"{k}={v}" for k, v in self.versions().items())
+        return probe.proven(
+            self.name, identity, attempt, f"{tool} cannot simulate a test design", fix
+        )
+
 
 class VerilatorTarget(_VerilogTarget):
     """``verilog-verilator``: the plain test bench built with ``verilator --binary``."""
@@ -675,7 +691,8 @@ class VerilatorTarget(_VerilogTarget):
     name = "verilog-verilator"
 
     def available(self) -> str | None:
-        return Verilator().available()
+        fix = f"{INSTALL_VERILATOR} g++ make"
+        return Verilator().available() or self._probe("verilator", fix)
 
     def versions(self) -> dict[str, str]:
         return {"verilator": Verilator().version()}
@@ -700,7 +717,7 @@ class CocotbTarget(_VerilogTarget):
             return f"python package cocotb not importable ({e}): {COCOTB_INSTALL}"
         if not cocotb.__version__.startswith("2."):
             return f"cocotb {cocotb.__version__} found, 2.x needed: {COCOTB_INSTALL}"
-        return None
+        return self._probe("iverilog/cocotb", f"apt-get install iverilog; {COCOTB_INSTALL}")
 
     def versions(self) -> dict[str, str]:
         import cocotb

@@ -24,6 +24,7 @@ from kera.backends.wasm import (
     layout,
 )
 from kera.ir import Function
+from keracheck import probe
 from keracheck.backend import API_VERSION, Array, BackendError, Inputs, Outputs
 from keracheck.runners import node_wasm, wasmtime_run
 from keracheck.runners.wasm_job import WasmJob
@@ -190,7 +191,17 @@ class WasmNodeBackend(WasmBackend):
         self.node_args = tuple(node_args)
 
     def available(self) -> str | None:
-        return node_wasm.available()
+        def attempt() -> None:
+            fn, inputs = probe.probe_case()
+            self.run(fn, inputs)
+
+        return node_wasm.available() or probe.proven(
+            self.name,
+            [node_wasm.node_path() or "", node_wasm.version(), *self.node_args],
+            attempt,
+            "node cannot run a test module",
+            node_wasm.INSTALL,
+        )
 
     def versions(self) -> dict[str, str]:
         return {"node": node_wasm.version()}

@@ -309,9 +309,10 @@ def test_missing_tools_make_targets_unavailable(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(shutil, "which", lambda exe: None)
     host, arm = cpu.CpuTarget("scalar"), cpu.QemuTarget("riscv64")
-    assert host.available() == "gcc not on PATH: apt-get install gcc"
+    assert host.available() == "gcc not on PATH: apt-get install gcc libc6-dev"
     assert arm.available() == (
-        "riscv64-linux-gnu-gcc not on PATH: apt-get install gcc-riscv64-linux-gnu"
+        "riscv64-linux-gnu-gcc not on PATH: "
+        "apt-get install gcc-riscv64-linux-gnu libc6-dev-riscv64-cross"
     )
     (err,) = host.run_many([(saxpy(), {})])
     assert isinstance(err, Exception) and "unavailable" in str(err)
