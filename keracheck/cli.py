@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -60,8 +61,16 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
     targets = _csv(args.targets) if args.targets else conf.get("targets")
     require = _csv(args.require) if getattr(args, "require", None) else conf.get("require", [])
     for name in ("inputs", "repeat", "jobs"):
-        if pick(name, 1) < 1:
-            raise UsageError(f"--{name} must be at least 1")
+        if not isinstance(pick(name, 1), int) or pick(name, 1) < 1:
+            raise UsageError(f"--{name} must be an integer of at least 1")
+    timeout = pick("timeout", 120.0)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= 86400
+    ):
+        raise UsageError(f"--timeout must be a number of seconds in (0, 86400], got {timeout!r}")
     baseline = None
     bpath = pick("baseline", None)
     if bpath:
@@ -77,7 +86,7 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
         seed=pick("seed", 0),
         repeat=pick("repeat", 1),
         jobs=pick("jobs", os.cpu_count() or 2),
-        timeout=float(pick("timeout", 120.0)),
+        timeout=float(timeout),
         baseline=baseline,
         dump_outputs=getattr(args, "dump_outputs", None),
         cache_dir=None
@@ -100,12 +109,11 @@ def emit(text: str, output: str | None) -> None:
 
 def summarize(doc: dict[str, Any]) -> None:
     s = doc["summary"]
+    from keracheck.formats import printable
+
     for e in doc["errors"]:
-        _err(
-            e["message"]
-            if e["message"].startswith(e["path"]) or not e["path"]
-            else f"{e['path']}: {e['message']}"
-        )
+        path, message = e["path"], e["message"].replace(e["path"], printable(e["path"]))
+        _err(message if message.startswith(printable(path)) else f"{printable(path)}: {message}")
     for e in doc.get("staleBaseline", []):
         _err(
             f"stale baseline entry (no longer diverges): {e['fingerprint'][:12]} {e['targets']} output {e['output']}"
@@ -361,6 +369,16 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines on stderr (errors only)"
     )
+    _limit_flag(p)
+
+
+def _limit_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--limit",
+        action="append",
+        metavar="NAME=VALUE",
+        help="raise or lower a budget of kera.limits (e.g. input_bytes=4294967296)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -421,6 +439,7 @@ def parser() -> argparse.ArgumentParser:
     f = sp["fuzz"]
     f.add_argument("--targets")
     f.add_argument("--backend-plugin", action="append", metavar="SPEC")
+    _limit_flag(f)
     f.add_argument("--max-examples", type=int)
     f.add_argument("--budget", type=float, help="seconds to fuzz")
     f.add_argument("--seed", type=int, default=0)
@@ -440,6 +459,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse already printed the usage error
         return EXIT_USAGE if e.code not in (0, None) else EXIT_OK
     try:
+        from kera import limits
+
+        try:
+            limits.check_env()
+            limits.configure(getattr(args, "limit", None) or [])
+        except limits.LimitError as e:
+            raise UsageError(str(e)) from None
         code: int = args.func(args)
         return code
     except (UsageError, config_mod.ConfigError) as e:

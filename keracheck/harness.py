@@ -123,7 +123,9 @@ def make_case(path: str, fn: Function, opts: Options, npz: str | None = None) ->
     keg_bytes = keg.dumps(Graph([fn]))
     given = inputs_mod.load_npz(npz, fn.name, fn) if npz and os.path.exists(npz) else None
     if given is not None:
+        inputs_mod.check_budget(fn, next(iter(given.values())).shape[0] if given else 1, str(npz))
         return Case(path, fn.name, fn, keg_bytes, given, "npz")
+    inputs_mod.check_budget(fn, opts.n, path)
     return Case(
         path, fn.name, fn, keg_bytes, inputs_mod.generate(fn, opts.n, opts.seed), "generated"
     )
@@ -147,6 +149,11 @@ def collect(paths: Sequence[str], opts: Options) -> Collected:
                 case = make_case(path, fn, opts, companion_npz(path))
             except inputs_mod.InputFileError as e:
                 errors.append({"path": path, "message": str(e)})
+                continue
+            except MemoryError:
+                errors.append(
+                    {"path": path, "message": f"{path}: '{fn.name}': out of memory for its inputs"}
+                )
                 continue
             if case.key not in seen:
                 seen.add(case.key)
@@ -645,6 +652,8 @@ def load_baseline(path: str) -> dict[str, Any]:
         raise BaselineError(f"{path}: cannot read baseline: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
         raise BaselineError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    except (RecursionError, UnicodeDecodeError) as e:
+        raise BaselineError(f"{path}: invalid JSON ({type(e).__name__})") from None
     if (
         not isinstance(data, dict)
         or data.get("schemaVersion") != 1

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from kera import limits
 from kera.dtypes import DType
 from kera.ir import Function
 
@@ -85,6 +86,7 @@ def generate_param(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...
 
 
 def generate(fn: Function, n: int, seed: int) -> dict[str, Array]:
+    check_budget(fn, n, "generated inputs")
     return {
         str(p.attr("name")): generate_param(
             _rng(seed, fn.fingerprint, str(p.attr("name"))), p.dtype, (n, *p.shape)
@@ -96,45 +98,89 @@ def generate(fn: Function, n: int, seed: int) -> dict[str, Array]:
 def load_npz(path: str, function: str, fn: Function) -> dict[str, Array] | None:
     """Arrays ``<function>.<param>`` for ``fn`` from a companion npz; None if it has none.
 
-    Raises InputFileError naming the file, the array and what was expected.
+    Nothing is decompressed before it is known to be what ``fn`` needs: each member's declared
+    size is checked against the input budget (:mod:`kera.limits`, ``input_bytes``; zipfile
+    never inflates past the declared size), and each ``.npy`` header's dtype and shape against
+    the parameter before its data is read — a 300-byte file claiming 2^40 rows, or a zip bomb,
+    is an input error, not an allocation.  Raises InputFileError naming the file, the array
+    and what was expected.
     """
+    cap = limits.current().input_bytes
     try:
         with zipfile.ZipFile(path) as z:
-            names = {n.removesuffix(".npy") for n in z.namelist()}
-        data = np.load(path, allow_pickle=False)
-    except (OSError, zipfile.BadZipFile, ValueError) as e:
+            members = {n.removesuffix(".npy"): n for n in z.namelist()}
+            wanted = {f"{function}.{name}" for name in fn.param_names()}
+            if not wanted & set(members):
+                return None
+            out: dict[str, Array] = {}
+            sizes = set()
+            total = 0
+            for p in fn.params:
+                key = f"{function}.{p.attr('name')!s}"
+                if key not in members:
+                    raise InputFileError(
+                        f"{path}: has inputs for '{function}' but no array '{key}'"
+                    )
+                info = z.getinfo(members[key])
+                total += info.file_size
+                if total > cap:
+                    raise InputFileError(
+                        f"{path}: arrays for '{function}' hold {total:,} bytes or more "
+                        f"uncompressed; the limit is {cap:,} ({limits.hint('input_bytes')})"
+                    )
+                a = _read_member(z, members[key], info.file_size, path, key, p)
+                sizes.add(a.shape[0])
+                out[str(p.attr("name"))] = a
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as e:
+        if isinstance(e, InputFileError):
+            raise
         raise InputFileError(f"{path}: not a readable .npz file ({e})") from None
-    wanted = {f"{function}.{name}" for name in fn.param_names()}
-    present = wanted & names
-    if not present:
-        return None
-    out: dict[str, Array] = {}
-    sizes = set()
-    with data:
-        for p in fn.params:
-            key = f"{function}.{p.attr('name')!s}"
-            if key not in names:
-                raise InputFileError(f"{path}: has inputs for '{function}' but no array '{key}'")
-            try:
-                a = data[key]
-            except ValueError as e:
-                raise InputFileError(f"{path}: array '{key}' cannot be read ({e})") from None
-            if a.dtype != p.dtype.np:
-                raise InputFileError(
-                    f"{path}: array '{key}' has dtype {a.dtype}, expected {p.dtype}"
-                )
-            if a.ndim != len(p.shape) + 1 or a.shape[1:] != p.shape or a.shape[0] < 1:
-                want = ", ".join(["N", *map(str, p.shape)])
-                raise InputFileError(
-                    f"{path}: array '{key}' has shape {a.shape}, expected ({want})"
-                )
-            sizes.add(a.shape[0])
-            out[str(p.attr("name"))] = np.ascontiguousarray(a)
     if len(sizes) > 1:
         raise InputFileError(
             f"{path}: arrays for '{function}' have different batch sizes {sorted(sizes)}"
         )
     return out
+
+
+def _read_member(
+    z: zipfile.ZipFile, member: str, stored: int, path: str, key: str, p: Any
+) -> Array:
+    """One ``.npy`` member, its header checked against parameter ``p`` before its data."""
+    fmt = np.lib.format
+    with z.open(member) as f:
+        try:
+            version = fmt.read_magic(f)
+            header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _, dtype = header(f)
+        except ValueError as e:
+            raise InputFileError(f"{path}: array '{key}' cannot be read ({e})") from None
+    if dtype != p.dtype.np:
+        raise InputFileError(f"{path}: array '{key}' has dtype {dtype}, expected {p.dtype}")
+    if len(shape) != len(p.shape) + 1 or tuple(shape[1:]) != p.shape or shape[0] < 1:
+        want = ", ".join(["N", *map(str, p.shape)])
+        raise InputFileError(f"{path}: array '{key}' has shape {shape}, expected ({want})")
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if need > stored:
+        raise InputFileError(
+            f"{path}: array '{key}' claims shape {shape} ({need:,} bytes) but holds {stored:,}"
+        )
+    with z.open(member) as f:
+        try:
+            a = fmt.read_array(f, allow_pickle=False)
+        except ValueError as e:
+            raise InputFileError(f"{path}: array '{key}' cannot be read ({e})") from None
+    return np.ascontiguousarray(a)
+
+
+def check_budget(fn: Function, n: int, what: str) -> None:
+    """InputFileError unless ``n`` rows of ``fn``'s inputs and outputs fit the input budget."""
+    cap = limits.current().input_bytes
+    need = n * sum(v.type.size * v.dtype.nbytes for v in (*fn.params, *fn.results))
+    if need > cap:
+        raise InputFileError(
+            f"{what}: {n} rows of '{fn.name}' need {need:,} bytes of inputs and outputs; "
+            f"the limit is {cap:,} ({limits.hint('input_bytes')})"
+        )
 
 
 def digest(a: Array) -> str:

@@ -463,6 +463,8 @@ class ReportVerification:
 def _parse_line(raw: bytes) -> JSON:
     try:
         envelope = json.loads(raw)
+    except RecursionError:
+        raise EnvelopeError("not JSON (nested too deeply)") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"not JSON ({exc})") from None
     if not isinstance(envelope, dict):
@@ -477,6 +479,8 @@ def _parse_line(raw: bytes) -> JSON:
 def _statement(payload: bytes) -> JSON:
     try:
         statement = json.loads(payload)
+    except RecursionError:
+        raise EnvelopeError("payload is not JSON (nested too deeply)") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvelopeError(f"payload is not JSON ({exc})") from None
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
@@ -594,10 +598,14 @@ def verify_report(
     so both digests are recomputed; ``None`` means "not available here" and is listed, not
     failed.  The result is never an exception: read ``ok``, ``errors`` and ``describe()``.
     """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
+    from kera import files
+
+    try:  # a regular file of bounded size: a FIFO or /dev/zero is refused, not read forever
+        data = files.read_bytes(os.fspath(path))
+    except files.LoadError as exc:
         result = ReportVerification(path=os.fspath(path), keyid=keyid(public_key))
-        result.errors.append(f"report: cannot read ({exc.strerror})")
+        result.errors.append(
+            f"report: cannot read ({str(exc).removeprefix(os.fspath(path) + ': ')})"
+        )
         return result
     return verify_report_bytes(data, public_key, keg_lookup, os.fspath(path))

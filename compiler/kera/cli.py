@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kera import files, keg
+from kera import files, keg, limits
 from kera.ir import Graph
 from kera.text import graph_text
 
@@ -125,6 +125,13 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kerac", description="The Kera compiler.")
+    p.add_argument(
+        "--limit",
+        action="append",
+        metavar="NAME=VALUE",
+        default=[],
+        help="raise or lower a compiler budget (see kera.limits; e.g. expansion=1000000)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     commands: list[tuple[str, str, Callable[[argparse.Namespace], int]]] = [
         ("show", "print the canonical text form of graphs", cmd_show),
@@ -151,6 +158,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        limits.check_env()
+        limits.configure(args.limit)
+    except limits.LimitError as e:
+        print(f"kerac: {e}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         code: int = args.func(args)
     except CliError as e:

@@ -4,9 +4,10 @@ file and the position (byte offset, section, or line:col through the rendered di
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import stat
 
-from kera import keg
+from kera import keg, limits
 from kera.ir import Graph
 
 
@@ -22,22 +23,57 @@ class LoadError(ValueError):
         self.count = count
 
 
-def read_bytes(path: str) -> bytes:
+def read_bytes(path: str, cap: int | None = None) -> bytes:
+    """The bytes of a regular file of at most ``cap`` bytes (default: the larger of the source
+    and ``.keg`` limits of :mod:`kera.limits`).  The size is checked with ``stat`` before
+    anything is read, and a FIFO, device or directory is refused (``/dev/zero`` or a pipe
+    would otherwise be read forever)."""
+    lim = limits.current()
+    cap = max(lim.source_bytes, lim.keg_bytes) if cap is None else cap
     try:
-        return Path(path).read_bytes()
+        with open(path, "rb", opener=_open_nonblocking) as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise LoadError(f"{path}: not a regular file (a directory, FIFO or device)")
+            if st.st_size > cap:
+                raise LoadError(_too_big(path, st.st_size, cap))
+            data = f.read(cap + 1)
     except OSError as e:
         raise LoadError(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > cap:  # it grew while being read
+        raise LoadError(_too_big(path, len(data), cap))
+    return data
+
+
+def _open_nonblocking(path: str, flags: int) -> int:
+    # O_NONBLOCK: opening a FIFO with no writer returns at once (then fstat refuses it)
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
+def _too_big(path: str, size: int, cap: int) -> str:
+    return f"{path}: {size:,} bytes is more than the limit of {cap:,} bytes for an input file"
 
 
 def load_graph(path: str) -> Graph:
     data = read_bytes(path)
+    lim = limits.current()
     if path.endswith(".keg") or data[:4] == keg.MAGIC:
+        if len(data) > lim.keg_bytes:
+            raise LoadError(
+                f"{path}: a .keg of {len(data):,} bytes; the limit is {lim.keg_bytes:,} "
+                f"({limits.hint('keg_bytes')})"
+            )
         try:
             return keg.loads(data)
         except keg.KegError as e:
             raise LoadError(f"{path}: invalid .keg: {e}") from None
     from kera import frontend
 
+    if len(data) > lim.source_bytes:
+        raise LoadError(
+            f"{path}: Kera source of {len(data):,} bytes; the limit is {lim.source_bytes:,} "
+            f"({limits.hint('source_bytes')})"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

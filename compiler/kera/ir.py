@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import struct
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from kera import limits
 from kera.dtypes import BY_CODE, DType
 from kera.ops import AttrValue, Op, Shape, TensorType, TypeRuleError, check_shape, infer
 
@@ -50,6 +52,25 @@ _i64 = struct.Struct("<q").pack
 
 class IRError(Exception):
     """A graph that breaks an IR invariant (bad op, attribute, type or structure)."""
+
+
+#: longest function or parameter name (front-end identifiers are far shorter)
+NAME_MAX = 255
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_name(name: object, what: str) -> str:
+    """``name`` if it is an ASCII identifier of at most :data:`NAME_MAX` characters, else an
+    IRError.  Names reach every emitted artifact (C, PTX, WASM exports, Verilog, test
+    benches, reports), so the IR admits only names that are safe in all of them by
+    construction; a hostile ``.keg`` is refused here, not escaped later."""
+    if isinstance(name, str) and len(name) <= NAME_MAX and _NAME.match(name):
+        return name
+    shown = repr(name[:40]) + ("..." if len(name) > 40 else "") if isinstance(name, str) else "?"
+    raise IRError(
+        f"{what} name {shown} is not an identifier "
+        f"([A-Za-z_][A-Za-z0-9_]*, at most {NAME_MAX} characters)"
+    )
 
 
 def enc_str(s: str) -> bytes:
@@ -241,6 +262,7 @@ def param(index: int, name: str, dtype: DType, shape: Sequence[int] = ()) -> Nod
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise IRError(f"parameter index must be a non-negative integer, got {index!r}")
     t = TensorType(dtype, check_shape(tuple(shape)))
+    check_name(name, "parameter")
     return Node(Op.PARAM, t, (), normalize_attrs({"index": index, "name": name}))
 
 
@@ -303,7 +325,7 @@ class Function:
     __slots__ = ("_nodes", "name", "params", "region_hash", "results")
 
     def __init__(self, name: str, params: Sequence[Node], results: Sequence[Node]) -> None:
-        self.name = name
+        self.name = check_name(name, "function")
         self.params = tuple(params)
         self.results = tuple(results)
         if not self.results:
@@ -315,6 +337,13 @@ class Function:
         if len(set(names)) != len(names):
             raise IRError(f"function '{name}' has duplicate parameter names")
         self._nodes = topo_order(self.results)
+        total = sum(n.type.size for n in self._nodes)
+        cap = limits.current().function_elements
+        if total > cap:
+            raise IRError(
+                f"function '{name}' computes {total:,} elements in all; the limit is {cap:,} "
+                f"per function ({limits.hint('function_elements')})"
+            )
         known = set(map(id, self.params))
         for n in self._nodes:
             if n.op is Op.PARAM and id(n) not in known:

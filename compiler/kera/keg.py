@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from kera.dtypes import BY_CODE, DType
-from kera.ir import Function, Graph, IRError, Node, normalize_attrs
+from kera.ir import Function, Graph, IRError, Node, check_name, normalize_attrs
 from kera.ops import ATTRS, AttrValue, Op, TensorType, TypeRuleError, check_shape, infer
 
 MAGIC = b"KEG\0"
@@ -377,7 +377,7 @@ def _nodes(
         op_ix = r.index("opcode", n_strings)
         name = strings[op_ix]
         if name not in Op._value2member_map_:
-            raise r.fail(f"node {i} has unknown opcode '{name}'", at)
+            raise r.fail(f"node {i} has unknown opcode {name[:40]!r}", at)
         op = Op(name)
         t_ix = r.index("node type", n_types)
         a_ix = r.index("attribute set", n_attrs)
@@ -425,6 +425,8 @@ def _verify(
             raise IRError(f"attributes must be exactly {sorted(schema)}")
         if ins:
             raise IRError("takes no operands")
+        if op is Op.PARAM:
+            check_name(attrs["name"], "parameter")
         if op is Op.CONST:
             value = attrs["value"]
             assert isinstance(value, bytes)
@@ -459,7 +461,7 @@ def _exports(r: _Reader, strings: list[str], regions: list[tuple[list[Node], lis
         try:
             fn = Function(name, params, results)
         except IRError as e:
-            raise r.fail(f"export {i} ('{name}'): {e}", at) from None
+            raise r.fail(f"export {i}: {e}", at) from None
         if fn.region_hash != stored:
             raise r.fail(
                 f"export '{name}': stored fingerprint {stored.hex()} does not match the "

@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kera import limits
 from kera.dtypes import DType
 
 Shape = tuple[int, ...]
@@ -168,9 +169,18 @@ def check_shape(shape: object, what: str = "shape") -> Shape:
         raise _fail(
             "E0211", f"{what} {list(shape)} has rank {len(shape)}; the maximum is {MAX_RANK}"
         )
+    n = 1
     for d in shape:
         if not 1 <= d <= MAX_DIM:
             raise _fail("E0211", f"{what} {list(shape)} has a dimension outside 1..{MAX_DIM}")
+        n *= d
+    cap = limits.current().elements
+    if n > cap:
+        raise _fail(
+            "E0215",
+            f"{what} {list(shape)} has {n:,} elements; the limit is {cap:,} per value "
+            f"({limits.hint('elements')})",
+        )
     return shape
 
 

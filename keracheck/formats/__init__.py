@@ -87,8 +87,17 @@ def short_fp(case: Mapping[str, Any]) -> str:
     return str(case["fingerprint"])[:12]
 
 
+def printable(text: object) -> str:
+    """``text`` with control characters shown as escapes (``\\n``, ``\\x00`` ...), so a file
+    name cannot start a new line of a report or carry terminal escapes."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in s)
+
+
 def case_name(case: Mapping[str, Any]) -> str:
-    return f"{case['path']}:{case['function']}"
+    return f"{printable(case['path'])}:{case['function']}"
 
 
 def case_label(case: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ from keracheck.formats import (
     mismatch_rows,
     mismatch_summary,
     pair_text,
+    printable,
     run_notes,
     summary_line,
     target_cell,
@@ -75,15 +76,16 @@ def _header(run: Run) -> list[Block]:
     blocks: list[Block] = [
         Line(f"keracheck {tool.get('version', '')}: {summary_line(run)}", style),
         Line(
-            f"run: {info.get('command', '')} | seed {info.get('seed')}, {info.get('inputs')} "
+            f"run: {printable(info.get('command', ''))} | seed {info.get('seed')}, {info.get('inputs')} "
             f"inputs, repeat {info.get('repeat', 1)} | {info.get('startedOn', '')}",
             "dim",
         ),
     ]
     for note in run_notes(run):
-        where = f"{note.path}: " if note.path else ""
+        where = f"{printable(note.path)}: " if note.path else ""
+        text = note.text.replace(note.path, printable(note.path)) if note.path else note.text
         style = "bold red" if note.level == "error" else "yellow"
-        blocks.append(Line(f"{note.level}: {where}{note.text}", style))
+        blocks.append(Line(f"{note.level}: {where}{text}", style))
     for target in run.get("targets") or []:
         if not target.get("available", True):
             fix = f" (fix: {target['fix']})" if target.get("fix") else ""

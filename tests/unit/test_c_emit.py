@@ -17,7 +17,7 @@ import pytest
 
 from kera.backends import c
 from kera.dtypes import DType
-from kera.ir import Function, FunctionBuilder
+from kera.ir import Function, FunctionBuilder, IRError
 from kera.ops import Op
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "c"
@@ -122,19 +122,21 @@ def test_io_types_per_dtype() -> None:
 def test_names_become_c_identifiers() -> None:
     assert c.c_ident("a-b.c") == "a_b_c"
     assert c.c_ident("3x") == "_3x"
-    b = FunctionBuilder("my-fn")
-    fn = b.build(b.op("neg", b.param("in put", D.I32)))
+    b = FunctionBuilder("my_fn")
+    fn = b.build(b.op("neg", b.param("in_put", D.I32)))
     src = c.emit([fn])
     assert "int kera_my_fn(size_t n, const int32_t *p_in_put, int32_t *out0)" in src.c
-    assert c.emit({"alias": fn}).symbols == {"kera_alias": "my-fn"}
+    assert c.emit({"an-alias": fn}).symbols == {"kera_an_alias": "my_fn"}
+    with pytest.raises(IRError, match="not an identifier"):
+        FunctionBuilder("my-fn").build(b.op("neg", b.param("x", D.I32)))
 
 
 def test_colliding_symbols_and_unknown_isa_are_rejected() -> None:
-    b1, b2 = FunctionBuilder("f-1"), FunctionBuilder("f_1")
+    b1, b2 = FunctionBuilder("f1"), FunctionBuilder("f2")
     f1 = b1.build(b1.op("neg", b1.param("x", D.I32)))
     f2 = b2.build(b2.op("abs", b2.param("x", D.I32)))
     with pytest.raises(ValueError, match="kera_f_1"):
-        c.emit([f1, f2])
+        c.emit({"f-1": f1, "f_1": f2})
     with pytest.raises(ValueError, match="unknown ISA level 'avx9'"):
         c.emit([f1], isa="avx9")
 

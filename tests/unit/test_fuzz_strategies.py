@@ -21,7 +21,7 @@ from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
 from kera import keg
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Graph, const, make_node, param
+from kera.ir import Function, FunctionBuilder, Graph, IRError, const, make_node, param
 from kera.ops import Op, infer
 from keracheck.fuzz import policies, to_kera
 from keracheck.fuzz.strategies import (
@@ -264,9 +264,12 @@ def test_what_source_cannot_spell_is_refused() -> None:
     payload = np.array([0x7FC00001], dtype=np.uint32).view(np.float32).reshape(())
     with pytest.raises(to_kera.PrintError, match="bitcast an integer"):
         to_kera.literal(const(payload, DType.F32))
-    fn = Function("f", [param(0, "1x", DType.F32)], [make_node("neg", [param(0, "1x", DType.F32)])])
+    x = param(0, "x", DType.F32)
+    fn = Function("f", [x], [make_node("neg", [x])])
     with pytest.raises(to_kera.PrintError, match="not an identifier"):
-        to_kera.render(fn, "f")
+        to_kera.render(fn, "1f")
+    with pytest.raises(IRError, match="not an identifier"):
+        param(0, "1x", DType.F32)  # the IR itself admits only identifiers
 
 
 def test_large_tensors_policy_raises_the_element_bound() -> None:

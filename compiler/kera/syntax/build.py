@@ -39,7 +39,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from kera import mathlib
+from kera import limits, mathlib
 from kera.dtypes import DType
 from kera.ir import Function, IRError, Node, const_bytes, make_node, param
 from kera.ops import ARITY, FLOAT_ONLY, AttrValue, Op, TensorType, TypeRuleError
@@ -66,6 +66,15 @@ from kera.syntax.tree import (
 
 K = SyntaxKind
 Span = tuple[int, int]
+
+
+class _Budget(Exception):
+    """A budget of :mod:`kera.limits` ran out while evaluating one function."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +206,9 @@ class Builder:
         self.memo: dict[tuple[Any, ...], tuple[tuple[Node, ...], Value]] = {}
         self.consts: dict[tuple[literals.Literal, DType], Node] = {}
         self.active: list[str] = []  # the functions being expanded, outermost first
+        self.active_set: set[str] = set()  # the same, for O(1) recursion checks
+        self.steps = 0  # expressions evaluated for the current function (kera.limits)
+        self.limits = limits.current()
         self.recursion_sites: set[Span] = set()
         self.expanded: set[str] = set()  # functions whose body some call has evaluated
         self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
@@ -225,6 +237,14 @@ class Builder:
                 if not stack:
                     return send
                 continue
+            self.steps += 1
+            if self.steps > self.limits.expansion:
+                raise _Budget(
+                    "E0111",
+                    f"this function expands to more than {self.limits.expansion:,} expressions "
+                    "through its calls (each call inlines the callee's body; "
+                    f"{limits.hint('expansion')})",
+                )
             started = self.start(child, child_env)
             if started is None or isinstance(started, _VALUES):
                 send = started
@@ -466,8 +486,16 @@ class Builder:
         ]
         if not sig.ok or sig.body is None:
             return None
-        if sig.name in self.active:
+        if sig.name in self.active_set:
             return self.recursion(sig.name, node)
+        if len(self.active) >= self.limits.call_depth:
+            callee = node.callee()
+            return self.r.error(
+                "E0112",
+                f"calls nest more than {self.limits.call_depth:,} deep here "
+                f"({limits.hint('call_depth')})",
+                callee.span if callee is not None else node.span,
+            )
         bound = [n for n in nodes if n is not None]
         if len(bound) != len(nodes):
             return None
@@ -478,9 +506,10 @@ class Builder:
         body = sig.body
         assert body is not None
         self.active.append(sig.name)
+        self.active_set.add(sig.name)
         self.expanded.add(sig.name)
         value = yield body, env
-        self.active.pop()
+        self.active_set.discard(self.active.pop())
         result = self.results(value, sig)
         out: Value = (
             None if result is None else result[0] if len(result) == 1 else Tup(tuple(result))
@@ -760,11 +789,18 @@ class Builder:
         if body is None:
             return None
         self.active = [sig.name]
-        value = self.run(body, env)
+        self.active_set = {sig.name}
+        self.steps = 0
+        try:
+            value = self.run(body, env)
+        except _Budget as e:
+            self.active, self.active_set = [], set()
+            return self.r.error(e.code, e.message, sig.fn.span)
         results = self.results(value, sig)
         if results is None or not sig.ok or len(params) != len(sig.params) or not sig.export:
             return None  # non-exported functions are only checked here, and inlined at calls
         try:
             return Function(sig.name, params, results)
         except IRError as e:
-            return self.r.error("E0309", str(e), sig.fn.span)
+            code = "E0216" if "per function" in str(e) else "E0309"
+            return self.r.error(code, str(e), sig.fn.span)

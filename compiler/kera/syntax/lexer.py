@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kera import limits
 from kera.syntax.diagnostics import Diagnostic
 from kera.syntax.kinds import KEYWORDS, PUNCT, SyntaxKind
 
@@ -41,16 +42,19 @@ _TOKEN = re.compile(
     |(->|<<|>>|==|!=|<=|>=|&&|\|\||[(){}\[\],;:.=+\-*%&|^~!<>])  # 3 punctuation
     |((?<=\.)[0-9]+)                                     # 4 field number after '.'
     |(0[xXbBoO][0-9A-Za-z_]*)                            # 5 radix number (+suffix)
-    |([0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*
-         (?:\.[0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*)?)    # 6 decimal number (+suffix)
+    |([0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*+
+         (?:\.[0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*+)?)   # 6 decimal number (+suffix)
     |(//[^\n]*)                                          # 7 line comment
-    |(/\*[^*]*(?:\*+[^*/][^*]*)*(?:\*+/)?)               # 8 block comment
+    |(/\*[^*]*(?:\*+[^*/][^*]*)*+(?:\*+/)?)              # 8 block comment
     |(/)                                                 # 9 slash
-    |((?:[^\x20-\x7e\t\r\n]|["\#$'?@\\`])+)              # 10 error run
+    |((?:[^\x20-\x7e\t\r\n]|["\#$'?@\\`])++)             # 10 error run
     |(.)                                                 # 11 anything else (defensive)
     """,
     re.VERBOSE | re.DOTALL,
 )
+# The loops over groups are possessive (*+, ++): they never need to give back an iteration
+# (what follows each is optional), and without it re keeps a backtracking state per
+# iteration — ~140 bytes per character, so a 10 MB literal or comment took gigabytes.
 _WS, _IDENT, _PUNCT, _FIELD, _RADIX, _DEC, _LINE, _BLOCK, _SLASH, _ERR = range(1, 11)
 
 _SUFFIXES = ("i32", "i64", "u32", "u64", "f32", "f64")
@@ -125,6 +129,18 @@ def _check_number(
     m: re.Match[bytes] | None, text: bytes, start: int, diags: list[Diagnostic], decimal: bool
 ) -> int:
     end = start + len(text)
+    limit = limits.current().literal_chars
+    if len(text) > limit:
+        diags.append(
+            Diagnostic(
+                "E0005",
+                f"number literal of {len(text):,} characters; the limit is {limit:,} "
+                f"({limits.hint('literal_chars')})",
+                start,
+                end,
+            )
+        )
+        return K.INT_NUMBER
     if m is None:
         diags.append(Diagnostic("E0003", f"malformed number literal '{text.decode()}'", start, end))
         return K.INT_NUMBER

@@ -25,6 +25,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from kera import limits
 from kera.dtypes import CANONICAL_NAN, DType
 
 SUFFIX_DTYPES = {s: DType(s) for s in ("i32", "i64", "u32", "u64", "f32", "f64")}
@@ -56,7 +57,10 @@ class Literal:
 
 @functools.lru_cache(maxsize=4096)
 def parse(text: str) -> Literal | None:
-    """The value of a literal token's text; None if the lexer already reported it malformed."""
+    """The value of a literal token's text; None if the lexer already reported it malformed
+    (or too long: E0005)."""
+    if len(text) > limits.current().literal_chars:
+        return None
     if text in ("inf", "nan"):
         return Literal(True, special=text)
     suffix = None
