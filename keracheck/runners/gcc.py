@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from keracheck.backend import BackendError
+from keracheck.runners.sealed import intact, seal
 
 Kind = Literal["shared", "static"]
 _KIND_FLAGS: dict[str, tuple[str, ...]] = {
@@ -92,7 +93,7 @@ class Gcc:
             h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
         out_dir = cache_root() / "c" / h.hexdigest()
         artifact = out_dir / _ARTIFACT[kind]
-        if artifact.exists():
+        if intact(artifact):
             return artifact
         out_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
@@ -103,7 +104,11 @@ class Gcc:
             _compile(self.argv(sources, work / "out", flags, kind), timeout)
             for name, text in files.items():  # keep the sources beside the artifact
                 (out_dir / name).write_text(text)
-            os.replace(work / "out", artifact)
+            built = work / _ARTIFACT[kind]
+            os.replace(work / "out", built)
+            seal(built)  # digest first, then the artifact: a reader never trusts a partial one
+            os.replace(work / f"{built.name}.sha256", out_dir / f"{built.name}.sha256")
+            os.replace(built, artifact)
         return artifact
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from keracheck.backend import BackendError
+from keracheck.runners.sealed import intact, seal
 
 INSTALL = "apt-get install verilator"
 EXE = "sim"
@@ -104,12 +105,13 @@ class Verilator:
         self._require()
         mdir = (cache or cache_root()) / "verilator" / self.build_key(sources, top, cxx_opt)
         exe = mdir / EXE
-        if exe.is_file():
+        if intact(exe):
             return exe
         tmp = mdir.with_name(mdir.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         _run(self.binary_argv(sources, top, tmp, jobs, cxx_opt), cwd=tmp, timeout=3600)
+        seal(tmp / EXE)
         shutil.rmtree(mdir, ignore_errors=True)
         os.replace(tmp, mdir)
         return exe

@@ -28,6 +28,7 @@ import itertools
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore
 from keracheck import probe
 from keracheck.backend import API_VERSION, Array, BackendError, Inputs, Outputs
 from keracheck.runners.iverilog import Iverilog
+from keracheck.runners.sealed import intact, seal
 from keracheck.runners.verilator import INSTALL as INSTALL_VERILATOR
 from keracheck.runners.verilator import Verilator, cache_root
 from keracheck.runners.yosys import Resources, Yosys
@@ -515,6 +517,9 @@ def run_cocotb(
         top.write_text(render_wrapper(batch.designs))
         sources = [top, *_write_design_files(work, batch), *rtl_sources()]
         build = _cocotb_build_dir(sources, cache)
+        vvp = build / "sim.vvp"
+        if vvp.with_name("sim.vvp.sha256").exists() and not intact(vvp):
+            shutil.rmtree(build, ignore_errors=True)  # a damaged image is rebuilt, not reused
         runner = get_runner("icarus")
         runner.build(
             sources=sources,
@@ -523,6 +528,8 @@ def run_cocotb(
             timescale=("1ns", "1ps"),
             log_file=work / "build.log",
         )
+        if not intact(vvp):
+            seal(vvp)
         (work / "kera_cocotb_test.py").write_text(COCOTB_TEST)
         (work / "job.json").write_text(json.dumps(_job(batch)))
         env = {JOB_ENV: str(work / "job.json"), OUT_ENV: str(work / "out.json")}
