@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kera import files
 from keracheck import config as config_mod
 from keracheck import harness
 from keracheck.harness import EXIT_CRASH, EXIT_DIVERGE, EXIT_OK, EXIT_USAGE, Options
@@ -100,7 +101,7 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
 def emit(text: str, output: str | None) -> None:
     if output:
         try:
-            Path(output).write_text(text, encoding="utf-8")
+            files.write_atomic(output, text)
         except OSError as e:
             raise UsageError(f"{output}: cannot write: {e.strerror or e}") from None
     else:
@@ -263,8 +264,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]:
-    """Re-execute each verified case and compare the recorded output digests."""
+    """Re-execute each verified case (never from the result cache) and compare the recorded
+    output digests; fails when nothing could be re-run."""
     ok, lines = True, []
+    reproduced = 0
     for vc in result.cases:
         pred = vc.predicate
         path, _, function = vc.name.rpartition(":")
@@ -298,7 +301,14 @@ def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]
                 ok = False
                 lines.append(f"  RERUN {vc.name} on {tid}: outputs differ from the report")
             elif want:
+                reproduced += 1
                 lines.append(f"  rerun {vc.name} on {tid}: outputs reproduce")
+    if reproduced == 0:
+        ok = False
+        lines.append(
+            "  NOT VERIFIED BY RERUN: no recorded output was re-run here (no recorded target is "
+            "available, or the cases could not be rebuilt); see 'keracheck targets'"
+        )
     return ok, lines
 
 
@@ -335,7 +345,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     base = harness.baseline_from(doc, args.reason)
     out = args.output or ".keracheck/baseline.json"
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(base, indent=2) + "\n", encoding="utf-8")
+    files.write_atomic(out, json.dumps(base, indent=2) + "\n")
     print(f"wrote {len(base['entries'])} baseline entries to {out}", file=sys.stderr)
     return EXIT_USAGE if doc["errors"] else (EXIT_CRASH if code == EXIT_CRASH else EXIT_OK)
 
@@ -453,7 +463,22 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _on_signal(signum: int, frame: object) -> None:
+    """SIGTERM (a CI timeout, ``kill``): kill every worker group — compilers, simulators,
+    emulators included — and exit at once with 128 + the signal number."""
+    from keracheck import worker
+
+    worker.kill_all()
+    print(f"keracheck: stopped by signal {signum}", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_signal)
     try:
         args = parser().parse_args(argv)
     except SystemExit as e:  # argparse already printed the usage error
@@ -472,6 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(str(e))
         return EXIT_USAGE
     except KeyboardInterrupt:
+        from keracheck import worker
+
+        worker.kill_all()  # Ctrl-C: nothing keracheck started may keep running
         return 130
     except Exception as e:
         import traceback

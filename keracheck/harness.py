@@ -19,6 +19,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import hmac
+import io
 import json
 import os
 import sys
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 import keracheck
-from kera import keg
+from kera import files, keg
 from kera.dtypes import from_numpy
 from kera.files import LoadError, load_graph
 from kera.ir import Function, Graph
@@ -814,14 +815,20 @@ def dump_outputs(
         base = Path(root) / case.fingerprint
         (base / "inputs").mkdir(parents=True, exist_ok=True)
         for name, a in case.inputs.items():
-            np.save(base / "inputs" / f"{name}.npy", a)
+            _save_npy(base / "inputs" / f"{name}.npy", a)
         for tid, per_case in results.items():
             res = per_case.get(case.key)
             if isinstance(res, JobResult) and res.status == "ok":
                 d = base / tid.replace(":", "_")
                 d.mkdir(parents=True, exist_ok=True)
                 for k, a in enumerate(res.outputs[0]):
-                    np.save(d / f"{k}.npy", a)
+                    _save_npy(d / f"{k}.npy", a)
+
+
+def _save_npy(path: Path, a: Array) -> None:
+    buf = io.BytesIO()
+    np.save(buf, a)
+    files.write_atomic(path, buf.getvalue())
 
 
 # ------------------------------------------------------------------------------ library use

@@ -26,6 +26,7 @@ import numpy as np
 
 from kera import limits
 from kera.dtypes import DType
+from kera.files import write_atomic
 from kera.ir import Function
 
 Array = np.ndarray[Any, Any]
@@ -194,5 +195,4 @@ def digest(a: Array) -> str:
 def save_npz(path: str, arrays: Mapping[str, Array]) -> None:
     buf = io.BytesIO()
     np.savez(buf, **dict(arrays))  # type: ignore[arg-type]
-    with open(path, "wb") as f:
-        f.write(buf.getvalue())
+    write_atomic(path, buf.getvalue())

@@ -40,10 +40,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     path = config.getoption("--keracheck-report", default=None)
     cases = config.stash.get(_CASES_KEY, [])
     if path:
+        from kera.files import write_atomic
         from keracheck.harness import summary_document
 
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(summary_document(cases, targets=[], options={}), f, indent=2)
+        write_atomic(path, json.dumps(summary_document(cases, targets=[], options={}), indent=2))
 
 
 @pytest.fixture

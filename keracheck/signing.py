@@ -417,10 +417,10 @@ def write_report(
     path: str | os.PathLike[str], run: Mapping[str, Any], key: Ed25519PrivateKey
 ) -> Path:
     """Write the signed report atomically (temporary file, then rename); returns the path."""
+    from kera import files
+
     target = Path(path)
-    temporary = target.with_name(target.name + ".tmp")
-    temporary.write_bytes(report_bytes(run, key))
-    temporary.replace(target)
+    files.write_atomic(target, report_bytes(run, key))
     return target
 
 

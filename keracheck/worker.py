@@ -10,8 +10,13 @@ case and target and every other case still gets its result.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing as mp
+import os
+import select
+import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -130,7 +135,63 @@ def _describe(e: BaseException) -> str:
     return text if len(text) < 4000 else text[:4000] + " ..."
 
 
-def _child(conn: Connection, spec: str, jobs: list[Job], repeat: int) -> None:
+# ------------------------------------------------------------------------------ containment
+#
+# Every worker leads a process group of its own, so that killing the group also kills every
+# compiler, simulator, emulator and engine it started; a watchdog thread in the worker kills
+# the group when the worker's parent dies (keracheck killed with SIGKILL takes the forkserver
+# with it, which re-parents the worker); and keracheck kills the groups of its live workers on
+# SIGTERM, SIGINT and timeouts.  No process of a run outlives it.
+
+_LIVE: set[int] = set()  # worker pids (= their process group ids) of this process
+_LIVE_LOCK = threading.Lock()
+
+
+def contain_child(keracheck_pid: int) -> None:
+    """In a worker child: become a process-group leader, and kill the group as soon as the
+    keracheck process ``keracheck_pid`` ends, however it ends.  (Waiting for the parent to go
+    is not enough: a forkserver outlives a killed keracheck while its children hold their
+    copy of its liveness pipe.)"""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    try:
+        pidfd = os.pidfd_open(keracheck_pid)
+    except OSError:  # already gone
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])  # readable once that process has exited
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="keracheck-orphan-watch", daemon=True).start()
+
+
+def kill_group(pid: int) -> None:
+    """Kill a worker and everything it started (its process group; the worker alone if it has
+    not become a group leader yet)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def track(pid: int, live: bool) -> None:
+    with _LIVE_LOCK:
+        (_LIVE.add if live else _LIVE.discard)(pid)
+
+
+def kill_all() -> None:
+    """Kill every live worker group of this process (on SIGTERM/SIGINT)."""
+    with _LIVE_LOCK:
+        pids = list(_LIVE)
+    for pid in pids:
+        kill_group(pid)
+
+
+def _child(conn: Connection, spec: str, jobs: list[Job], repeat: int, owner: int) -> None:
+    contain_child(owner)
     try:
         conn.send(("ok", execute(spec, jobs, repeat)))
     except BaseException as e:
@@ -168,8 +229,10 @@ def _context() -> mp.context.ForkServerContext:
 def _spawn(spec: str, jobs: list[Job], repeat: int, limit: float) -> dict[str, JobResult] | str:
     ctx = _context()
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, spec, jobs, repeat), daemon=True)
+    proc = ctx.Process(target=_child, args=(child, spec, jobs, repeat, os.getpid()), daemon=True)
     proc.start()
+    assert proc.pid is not None
+    track(proc.pid, True)
     child.close()
     try:
         if not parent.poll(limit):
@@ -179,9 +242,9 @@ def _spawn(spec: str, jobs: list[Job], repeat: int, limit: float) -> dict[str, J
         proc.join(5)
         return f"target process crashed (exit code {proc.exitcode})"
     finally:
-        if proc.is_alive():
-            proc.kill()
+        kill_group(proc.pid)  # also whatever it started and left running
         proc.join(5)
+        track(proc.pid, False)
         parent.close()
     if kind != "ok":
         return f"target process failed: {payload}"

@@ -106,7 +106,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
                 print(f"kerac: {path}: not formatted", file=sys.stderr)
                 status = EXIT_ERRORS
             else:
-                Path(path).write_text(formatted, encoding="utf-8")
+                files.write_atomic(path, formatted)
     return status
 
 

@@ -4,8 +4,10 @@ file and the position (byte offset, section, or line:col through the rendered di
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
 
 from kera import keg, limits
 from kera.ir import Graph
@@ -43,6 +45,30 @@ def read_bytes(path: str, cap: int | None = None) -> bytes:
     if len(data) > cap:  # it grew while being read
         raise LoadError(_too_big(path, len(data), cap))
     return data
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write ``path`` so that a reader (or a kill at any moment) sees either its old content
+    or all of the new: a unique temporary file in the same folder, flushed, then renamed."""
+    target = os.fspath(path)
+    folder = os.path.dirname(target) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(target):
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        else:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _open_nonblocking(path: str, flags: int) -> int:

@@ -482,5 +482,6 @@ def load(path: str) -> Graph:
 
 
 def dump(graph: Graph, path: str) -> None:
-    with open(path, "wb") as f:
-        f.write(dumps(graph))
+    from kera.files import write_atomic
+
+    write_atomic(path, dumps(graph))

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kera import keg
+from kera.files import write_atomic
 from kera.ir import Function, Graph
 from keracheck import inputs as inputs_mod
 from keracheck.fuzz import to_kera
@@ -121,7 +122,7 @@ def write(out: Path, div: Divergence, header: Sequence[str]) -> Written:
         problem = str(e)
     arrays = _merged_rows(npz_path, name, fn, dict(div.case.inputs))
     if problem is None:
-        kera_path.write_text(text, encoding="utf-8")
+        write_atomic(kera_path, text)
         path = kera_path
     else:
         path = out / f"{fp}.keg"

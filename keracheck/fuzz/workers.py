@@ -22,12 +22,11 @@ import multiprocessing as mp
 import os
 import pickle
 import select
-import signal
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from keracheck.worker import Job, JobResult, execute
+from keracheck.worker import Job, JobResult, contain_child, execute, kill_group, track
 
 _PRELOAD = ["numpy", "kera.interp", "kera.keg", "keracheck.worker", "keracheck.targets"]
 Outcome = dict[str, JobResult] | str  # results, or why there are none
@@ -64,12 +63,13 @@ def _child(spec: str, jobs: list[Job], fd: int) -> None:
     os._exit(code)
 
 
-def _fork_run(spec: str, jobs: list[Job], limit: float) -> Outcome:
+def _fork_run(spec: str, jobs: list[Job], limit: float, owner: int) -> Outcome:
     """Run jobs in a forked child within ``limit`` seconds."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
+        contain_child(owner)
         _child(spec, jobs, w)
     os.close(w)
     try:
@@ -77,10 +77,10 @@ def _fork_run(spec: str, jobs: list[Job], limit: float) -> Outcome:
     finally:
         os.close(r)
     if data is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        kill_group(pid)
         os.waitpid(pid, 0)
         return f"timed out after {limit:.0f} s"
+    kill_group(pid)  # whatever the batch started and left running
     _, status = os.waitpid(pid, 0)
     if not data:
         return f"target process crashed (exit code {os.waitstatus_to_exitcode(status)})"
@@ -88,22 +88,23 @@ def _fork_run(spec: str, jobs: list[Job], limit: float) -> Outcome:
     return dict(payload) if kind == "ok" else f"target process failed: {payload}"
 
 
-def _isolated(spec: str, jobs: list[Job], timeout: float) -> dict[str, JobResult]:
+def _isolated(spec: str, jobs: list[Job], timeout: float, owner: int) -> dict[str, JobResult]:
     """A batch in one child; if that child fails, each case in a child of its own."""
-    done = _fork_run(spec, jobs, timeout * len(jobs) + 2.0)
+    done = _fork_run(spec, jobs, timeout * len(jobs) + 2.0, owner)
     if isinstance(done, dict):
         return done
     if len(jobs) == 1:
         return {jobs[0].key: JobResult("error", done)}
     out: dict[str, JobResult] = {}
     for job in jobs:
-        one = _fork_run(spec, [job], timeout + 2.0)
+        one = _fork_run(spec, [job], timeout + 2.0, owner)
         out[job.key] = one[job.key] if isinstance(one, dict) else JobResult("error", one)
     return out
 
 
-def _zygote(conn: Connection, spec: str, timeout: float) -> None:
+def _zygote(conn: Connection, spec: str, timeout: float, owner: int) -> None:
     """The long-lived process: import the back end once, then fork per batch."""
+    contain_child(owner)
     with contextlib.suppress(Exception):  # a broken plugin fails per batch, with its message
         from keracheck.targets import instantiate
 
@@ -115,7 +116,7 @@ def _zygote(conn: Connection, spec: str, timeout: float) -> None:
             return
         if jobs is None:
             return
-        conn.send(_isolated(spec, jobs, timeout))
+        conn.send(_isolated(spec, jobs, timeout, owner))
 
 
 # ------------------------------------------------------------------------------ the parent
@@ -153,8 +154,12 @@ class WarmWorker:
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_zygote, args=(child, self.spec, self.timeout), daemon=True)
+        self.proc = ctx.Process(
+            target=_zygote, args=(child, self.spec, self.timeout, os.getpid()), daemon=True
+        )
         self.proc.start()
+        assert self.proc.pid is not None
+        track(self.proc.pid, True)
         child.close()
         self.conn = parent
         self.starts += 1
@@ -167,7 +172,8 @@ class WarmWorker:
             self.conn = None
         if self.proc is not None:
             self.proc.join(1.0)
-            if self.proc.is_alive():
-                self.proc.kill()
-                self.proc.join(5)
+            if self.proc.pid is not None:
+                kill_group(self.proc.pid)
+                track(self.proc.pid, False)
+            self.proc.join(5)
             self.proc = None

@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
+from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
 from kera.ops import COMPARE, MOVEMENT, Op, Shape
 
@@ -663,7 +664,7 @@ def write(graph: Graph, output: str | None, isa: str = "scalar") -> list[Path]:
     src = emit(graph.functions.values(), isa=isa, name=name)
     paths = []
     for filename, text in src.files().items():
-        (folder / filename).write_text(text)
+        write_atomic(folder / filename, text)
         paths.append(folder / filename)
     return paths
 

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
 from kera.dtypes import CANONICAL_NAN, DType
+from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
 from kera.ops import Op
 from kera.semantics import convert
@@ -565,4 +565,4 @@ def write(graph: Graph, output: str | None) -> None:
     if output is None:
         print(text, end="")
     else:
-        Path(output).write_text(text)
+        write_atomic(output, text)

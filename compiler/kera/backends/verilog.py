@@ -51,6 +51,7 @@ import numpy as np
 
 from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
 from kera.dtypes import CANONICAL_NAN, DType
+from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
 from kera.ops import Op
 from kera.semantics import LEAVES, SEMANTICS
@@ -741,8 +742,8 @@ def write(graph: Graph, output: str | None) -> None:
     out = Path(output)
     (out / "rtl").mkdir(parents=True, exist_ok=True)
     for d in designs:
-        (out / f"{d.top}.v").write_text(d.text)
+        write_atomic(out / f"{d.top}.v", d.text)
     for src in rtl_sources():
         shutil.copyfile(src, out / "rtl" / src.name)
     report = [d.report() for d in designs]
-    (out / "schedule.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_atomic(out / "schedule.json", json.dumps(report, indent=2) + "\n")

@@ -30,7 +30,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,6 +59,7 @@ from kera.backends.wasm_encode import (
 from kera.backends.wasm_fma import fma_f32, fma_f64
 from kera.backends.wasm_lower import BOOL, VT, Site
 from kera.dtypes import DType
+from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
 from kera.ops import ELEMENTWISE, MOVEMENT, REDUCE, Op
 from kera.semantics import SEMANTICS, iota
@@ -812,11 +812,7 @@ def _write(data: bytes | str, output: str | None) -> None:
         else:
             sys.stdout.buffer.write(data)
         return
-    path = Path(output)
-    if isinstance(data, str):
-        path.write_text(data, encoding="utf-8")
-    else:
-        path.write_bytes(data)
+    write_atomic(output, data)
 
 
 def emit_wasm_file(graph: Graph, output: str | None) -> None:

@@ -118,3 +118,15 @@ class MinssBrokenDeclines(Minss):
 
     def declines(self, fn: Any) -> str | None:
         raise RuntimeError("hook bug")
+
+
+class Sleeper(_Base):
+    """Starts a long child process and waits for it (for the no-orphans test)."""
+
+    name = "sleeper"
+
+    def run(self, fn: Any, inputs: Any) -> Any:
+        import subprocess
+
+        subprocess.run(["sleep", "120"], check=False)
+        return interpret(fn, inputs)

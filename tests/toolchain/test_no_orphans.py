@@ -1,0 +1,82 @@
+"""`kill -9` of keracheck in the middle of a target's phase leaves none of its processes
+behind: workers lead their own process groups and kill them when their parent dies, so the
+compilers, simulators and emulators they started die too."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.toolchain
+
+PLUGIN = Path(__file__).parent.parent / "unit" / "plugins" / "fake_targets.py"
+CORPUS = Path(__file__).parent.parent.parent / "corpora"
+
+TOOLS = {
+    "sleeper": None,
+    "cpu-aarch64": "aarch64-linux-gnu-gcc",
+    "verilog": "iverilog",
+    "verilog-verilator": "verilator",
+}
+
+
+def tagged(tag: str) -> list[str]:
+    """Live (non-zombie) processes whose environment carries ``tag``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if tag.encode() in env and stat.rpartition(")")[2].split()[0] != "Z":
+            found.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes()[:80]!r}")
+    return found
+
+
+@pytest.mark.parametrize("target", list(TOOLS))
+def test_kill_9_leaves_no_process_behind(target: str, tmp_path: Path) -> None:
+    tool = TOOLS[target]
+    if tool is not None and shutil.which(tool) is None:
+        pytest.skip(f"{tool} not on PATH (scripts/setup installs it)")
+    tag = f"KERACHECK_ORPHAN_TEST={uuid.uuid4().hex}"
+    env = dict(os.environ, KERACHECK_CACHE=str(tmp_path / "cache"))
+    env[tag.split("=")[0]] = tag.split("=")[1]
+    targets = "ref,sleeper" if target == "sleeper" else f"ref,{target}"
+    argv = [sys.executable, "-m", "keracheck.cli", "run", str(CORPUS), "--targets", targets]
+    argv += ["--no-cache", "--jobs", "1", "--format", "json", "--output", str(tmp_path / "o")]
+    if target == "sleeper":
+        argv += ["--backend-plugin", f"{PLUGIN}:Sleeper"]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if f"] {target}: started" in line or time.monotonic() > deadline:
+            break
+    else:
+        proc.stderr.close()
+        pytest.fail(f"{target} never started (exit {proc.wait()})")
+    time.sleep(2.0)  # well inside the phase: building, simulating or emulating
+    assert tagged(tag.split("=")[1]), "nothing of the run was running to kill"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    left: list[str] = []
+    for _ in range(50):
+        left = tagged(tag.split("=")[1])
+        if not left:
+            break
+        time.sleep(0.2)
+    for line in left:  # do not leave them to the next test either
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert not left, f"left running after kill -9: {left}"
