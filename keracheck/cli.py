@@ -508,6 +508,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("KERACHECK_DEBUG"):
             traceback.print_exc()
         return EXIT_CRASH
+    finally:
+        from keracheck.targets import close_hosts
+
+        close_hosts()
 
 
 if __name__ == "__main__":

@@ -202,8 +202,13 @@ def _rich_grid(grid: Grid) -> Table:
 
 def render_rich(items: Sequence[Block], width: int) -> str:
     buffer = io.StringIO()
-    console = Console(
-        file=buffer, force_terminal=True, width=width, color_system="standard", highlight=False
+    console = Console(  # rich honours width under TERM=dumb only when height is given too
+        file=buffer,
+        force_terminal=True,
+        width=width,
+        height=100,
+        color_system="standard",
+        highlight=False,
     )
     for item in items:
         if isinstance(item, Grid):

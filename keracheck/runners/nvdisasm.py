@@ -14,14 +14,13 @@ the caller says whether the graph has such ops (``exempt``).
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from keracheck.backend import BackendError
+from keracheck.runners.nvidia import find_tool
 
 INSTALL = "nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put CUDA's nvdisasm on PATH)"
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([A-Za-z_$][\w$]*)")
@@ -38,14 +37,7 @@ class Nvdisasm:
     name = "nvdisasm"
 
     def path(self) -> str | None:
-        found = shutil.which("nvdisasm")
-        if found:
-            return found
-        spec = importlib.util.find_spec("nvidia")
-        for root in spec.submodule_search_locations or [] if spec else []:
-            for candidate in sorted(Path(root).glob("cu*/bin/nvdisasm")):
-                return str(candidate)
-        return None
+        return find_tool("nvdisasm")
 
     def available(self) -> str | None:
         return None if self.path() else INSTALL

@@ -16,7 +16,6 @@ its format changes between CUDA releases, so it is kept as text, not parsed.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -25,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keracheck.backend import BackendError
+from keracheck.runners.nvidia import find_tool
 
-INSTALL = "ptxas not on PATH: install the CUDA toolkit (or NVIDIA's ptxas) and put it on PATH"
+INSTALL = "ptxas not found: pip install nvidia-cuda-nvcc (or put the CUDA toolkit's ptxas on PATH)"
 _DIAGNOSTIC = re.compile(r"^ptxas [^,]*, line (\d+); (error|warning)\s*: (.*)$")
 
 
@@ -86,13 +86,13 @@ class Ptxas:
     name = "ptxas"
 
     def __init__(self, executable: str = "ptxas", arch: str = "sm_90", timeout: float = 120):
-        self.executable = executable
+        self.executable = find_tool(executable) or executable
         self.arch = arch
         self.timeout = timeout
 
     def available(self) -> str | None:
         """None when ptxas is on PATH, else the reason and what fixes it."""
-        return None if shutil.which(self.executable) else INSTALL
+        return None if find_tool(self.executable) else INSTALL
 
     def version(self) -> str:
         """The release from ``ptxas --version`` (e.g. ``13.0.88``), or ``unknown``."""

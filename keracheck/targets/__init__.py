@@ -114,8 +114,26 @@ def known_specs() -> dict[str, str]:
     return specs
 
 
+def is_builtin(spec: str) -> bool:
+    """Specs of keracheck's own targets, which run in-process; every other spec is a
+    third-party plugin and is contained (``keracheck.plugin_host``)."""
+    return spec in BUILTIN.values()
+
+
 def resolve(target_id: str, spec: str) -> Target:
-    """Instantiate one target; an import failure or a missing tool makes it unavailable."""
+    """Instantiate one target; an import failure or a missing tool makes it unavailable.  A
+    plugin is loaded in a contained host process, so a crash or hang in its import,
+    ``available()``, ``supported_ops()`` or ``versions()`` makes it unavailable with the reason
+    instead of taking keracheck down."""
+    if not is_builtin(spec):
+        from keracheck.plugin_host import PluginCallError, contained
+
+        try:
+            proxy = _HOSTS.get(spec) or contained(spec)
+        except PluginCallError as e:
+            return Target(target_id, spec, None, str(e))
+        _HOSTS[spec] = proxy
+        return Target(target_id, spec, proxy, proxy.available())
     try:
         backend = instantiate(spec)
     except ModuleNotFoundError as e:
@@ -142,14 +160,42 @@ def resolve_all(items: Sequence[tuple[str, str]]) -> list[Target]:
 
 
 def load_plugin(spec: str) -> tuple[str, str]:
-    """(target id, spec) of a --backend-plugin; raises TargetError on a bad spec."""
+    """(target id, spec) of a --backend-plugin; raises TargetError on a bad spec.  The plugin
+    is loaded in a contained host process (``keracheck.plugin_host``), never in keracheck."""
+    from keracheck.plugin_host import PluginCallError, contained
+
+    if is_builtin(spec):
+        return instantiate(spec).name, spec
+    _import_attr_check(spec)
     try:
-        backend = instantiate(spec)
-    except TargetError:
-        raise
-    except Exception as e:
-        raise TargetError(f"cannot load plugin '{spec}': {type(e).__name__}: {e}") from None
-    return backend.name, spec
+        proxy = contained(spec)
+    except PluginCallError as e:
+        message = str(e)
+        if message.startswith("plugin ") or message.startswith("'") or "plugin file" in message:
+            raise TargetError(message) from None
+        raise TargetError(f"cannot load plugin '{spec}': {message}") from None
+    _HOSTS[spec] = proxy
+    return proxy.name, spec
+
+
+#: plugin hosts loaded by load_plugin, reused by resolve for the same spec
+_HOSTS: dict[str, Any] = {}
+
+
+def close_hosts() -> None:
+    """Stop every plugin host this process started (the end of a command)."""
+    for proxy in list(_HOSTS.values()):
+        proxy.close()
+    _HOSTS.clear()
+
+
+def _import_attr_check(spec: str) -> None:
+    """The syntax checks of a spec that need no import (usage errors, exit 2)."""
+    mod_name, sep, attr = spec.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise TargetError(f"plugin spec '{spec}' must be 'module:attr' or 'path/to/file.py:Class'")
+    if mod_name.endswith(".py") and not Path(mod_name).is_file():
+        raise TargetError(f"plugin file '{mod_name}' does not exist")
 
 
 def default_ids(specs: dict[str, str]) -> list[str]:
