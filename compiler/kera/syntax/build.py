@@ -781,7 +781,10 @@ class Builder:
         params: list[Node] = []
         env: Env = {}
         for i, (name, t) in enumerate(sig.params):
-            p = param(i, name, t.dtype, t.shape) if t is not None else None
+            try:
+                p = param(i, name, t.dtype, t.shape) if t is not None else None
+            except IRError:  # a name the lexer has reported (E0006)
+                p = None
             env[name] = p
             if p is not None:
                 params.append(p)

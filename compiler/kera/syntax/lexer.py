@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from kera import limits
+from kera.ir import NAME_MAX
 from kera.syntax.diagnostics import Diagnostic
 from kera.syntax.kinds import KEYWORDS, PUNCT, SyntaxKind
 
@@ -96,6 +97,16 @@ def lex(data: bytes) -> Tokens:
             kinds.append(ws)
         elif g == _IDENT:
             kinds.append(kw_get(m.group(), ident))
+            if m.end() - m.start() > NAME_MAX:
+                diags.append(
+                    Diagnostic(
+                        "E0006",
+                        f"identifier of {m.end() - m.start():,} characters; "
+                        f"names are at most {NAME_MAX}",
+                        m.start(),
+                        m.end(),
+                    )
+                )
         elif g == _PUNCT:
             kinds.append(punct[m.group()])
         else:
