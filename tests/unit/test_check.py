@@ -18,6 +18,8 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0002", "export fn f() -> f32 { 1.0 } /* open", "unterminated block comment", "/*"),
     ("E0003", "export fn f() -> f32 { 1e5.5 }", "malformed number literal '1e5.5'", "1e5.5"),
     ("E0004", "export fn f() -> u32 { 3u8 }", "invalid suffix 'u8' on number literal (expected i32, i64, u32, u64, f32 or f64)", "3u8"),
+    ("E0005", "export fn f() -> f32 { 1" + "0" * 100_000 + ".0 }", "number literal of 100,003 characters; the limit is 100,000 (raise it with --limit literal_chars=N or KERA_LIMITS=literal_chars=N)", "1" + "0" * 100_000 + ".0"),
+    ("E0006", "export fn f(" + "x" * 256 + ": f32) -> f32 { 1.0 }", "identifier of 256 characters; names are at most 255", "x" * 256),
     ("E0010", "export fn f() -> f32 { let a = 1.0 a }", "expected ';', found identifier 'a'", ""),
     ("E0011", "export fn f(a: i32) -> bool { a < a < a }", "comparison operators cannot be chained; combine comparisons with '&&'", "<"),
     ("E0012", "export fn f() -> f32 { " + "(" * 200 + "1.0" + ")" * 200 + " }", "brackets nested more than 100 deep; use let bindings", "("),
@@ -36,6 +38,8 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0109", "fn g(x: f32) -> f32 { x }\nexport fn f(x: f32) -> f32 { g(x = x) }", "'g' takes positional arguments only", "x = x"),
     ("E0109", "export fn f(x: f32[4]) -> f32 { sum(x, axis = 0, axis = 0) }", "argument 'axis' is given twice", "axis = 0"),
     ("E0109", "export fn f(x: f32[4]) -> f32 { sum(axis = 0, x) }", "a positional argument cannot follow a keyword argument", "x"),
+    ("E0111", "fn g0(x: f32) -> f32 { x }\n" + "".join(f"fn g{j}(x: f32) -> f32 {{ g{j - 1}(x * 2.0) + g{j - 1}(x * 3.0) }}\n" for j in range(1, 19)) + "export fn f(x: f32) -> f32 { g18(x) }", "this function expands to more than 200,000 expressions through its calls (each call inlines the callee's body; raise it with --limit expansion=N or KERA_LIMITS=expansion=N)", "export fn f(x: f32) -> f32 { g18(x) }"),
+    ("E0112", "fn g0(x: f32) -> f32 { x }\n" + "".join(f"fn g{j}(x: f32) -> f32 {{ g{j - 1}(x) }}\n" for j in range(1, 10_002)) + "export fn f(x: f32) -> f32 { g10001(x) }", "calls nest more than 10,000 deep here (raise it with --limit call_depth=N or KERA_LIMITS=call_depth=N)", "g2"),
     ("E0110", "export fn f(x: f16) -> f32 { 1.0 }", "unknown type 'f16' (types: bool, i32, i64, u32, u64, f32, f64)", "f16"),
     # typing rules of kera.ops
     ("E0201", "export fn f(x: f32, n: i32) -> f32 { x * n }", "mul needs operands of one dtype, got f32 and i32", "x * n"),
@@ -57,6 +61,8 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0214", "export fn f(x: f32[4]) -> f32 { sum(x, axis = 99999999999999999999) }", "attribute 'axis' = 99999999999999999999 does not fit in i64", "axis = 99999999999999999999"),
     ("E0214", "export fn f(x: f32[2u32]) -> f32 { 1.0 }", "a dimension is a plain integer, without a type suffix", "2u32"),
     # front-end typing
+    ("E0215", "export fn f(x: f32[65536, 65536]) -> f32 { 1.0 }", "shape [65536, 65536] has 4,294,967,296 elements; the limit is 268,435,456 per value (raise it with --limit elements=N or KERA_LIMITS=elements=N)", "f32[65536, 65536]"),
+    ("E0216", "export fn f(x: f32[16384, 16384]) -> f32[16384, 16384] { let a = x * x; let b = a + x; let c = b * a; let d = c - b; d }", "function 'f' computes 1,342,177,280 elements in all; the limit is 1,073,741,824 per function (raise it with --limit function_elements=N or KERA_LIMITS=function_elements=N)", "export fn f(x: f32[16384, 16384]) -> f32[16384, 16384] { let a = x * x; let b = a + x; let c = b * a; let d = c - b; d }"),
     ("E0301", "export fn f() -> i32 { 2147483648 }", "literal out of range for i32 (-2147483648..2147483647)", "2147483648"),
     ("E0301", "export fn f() -> i32 { 0xffffffff }", "literal out of range for i32 (-2147483648..2147483647)", "0xffffffff"),
     ("E0301", "export fn f() -> u32 { -1 }", "literal out of range for u32 (0..4294967295)", "-1"),
