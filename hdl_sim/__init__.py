@@ -20,10 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kera.dtypes import DType
+
 Params = Mapping[str, int]
 
-FLOAT_FORMATS: Mapping[str, tuple[int, int]] = {"f32": (8, 23), "f64": (11, 52)}
-"""Float dtype name -> (EW, MW)."""
+FLOAT_FORMATS: Mapping[str, tuple[int, int]] = {
+    dt.value: (dt.exp_bits, dt.mant_bits) for dt in (DType.F32, DType.F64)
+}
+"""Float dtype name -> (EW, MW), from the contract's ``kera.dtypes.DType``."""
 
 DIGITS_PER_STAGE = 4
 """Quotient/root bits computed per pipeline stage by kf_fdiv, kf_fsqrt and kf_idiv."""

@@ -55,6 +55,31 @@ class DType(enum.StrEnum):
         """The unsigned integer numpy dtype of the same width (for viewing bits)."""
         return np.dtype(f"<u{self.nbytes}")
 
+    # ---- the float format (IEEE 754 binary32/binary64); floats only
+    @property
+    def mant_bits(self) -> int:
+        """Stored fraction bits (23, 52)."""
+        return _FLOAT_FORMAT[self][1]
+
+    @property
+    def exp_bits(self) -> int:
+        """Exponent field bits (8, 11)."""
+        return _FLOAT_FORMAT[self][0]
+
+    @property
+    def sign_mask(self) -> int:
+        return 1 << (self.bits - 1)
+
+    @property
+    def exp_mask(self) -> int:
+        """The exponent field in place (0x7F800000, 0x7FF0000000000000)."""
+        return ((1 << self.exp_bits) - 1) << self.mant_bits
+
+    @property
+    def canonical_nan(self) -> int:
+        """The contract's one NaN: the positive quiet NaN with an empty payload."""
+        return CANONICAL_NAN[self]
+
     @property
     def min(self) -> int:
         return -(1 << (self.bits - 1)) if self.is_signed else 0
@@ -86,8 +111,11 @@ _NP: dict[DType, np.dtype[Any]] = {
     DType.F64: np.dtype("<f8"),
 }
 
-#: Canonical quiet NaN bit patterns of the contract.
-CANONICAL_NAN = {DType.F32: 0x7FC00000, DType.F64: 0x7FF8000000000000}
+#: exponent and fraction widths of the float dtypes
+_FLOAT_FORMAT = {DType.F32: (8, 23), DType.F64: (11, 52)}
+
+#: Canonical quiet NaN bit patterns of the contract: exponent all ones, the quiet bit, no payload.
+CANONICAL_NAN = {dt: (((1 << e) - 1) << m) | (1 << (m - 1)) for dt, (e, m) in _FLOAT_FORMAT.items()}
 
 
 def from_numpy(dt: np.dtype[Any]) -> DType:

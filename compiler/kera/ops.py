@@ -9,8 +9,11 @@ turns :class:`TypeRuleError` into diagnostics).  The meaning of each op, bit for
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from kera import limits
 from kera.dtypes import DType
@@ -82,6 +85,41 @@ COMPARE = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
 BINARY = BINARY_ARITH | BITWISE | COMPARE
 ELEMENTWISE = UNARY | BINARY | {Op.FMA, Op.SELECT, Op.CONVERT, Op.BITCAST}
 REDUCE = frozenset({Op.SUM, Op.PROD, Op.AMIN, Op.AMAX})
+
+#: the binary op each step of a reduction's tree applies (``docs/semantics.md``, Reductions);
+#: ``dot`` and ``matmul`` sum their products with the same tree
+REDUCE_STEP: dict[Op, Op] = {
+    Op.SUM: Op.ADD,
+    Op.PROD: Op.MUL,
+    Op.AMIN: Op.MIN,
+    Op.AMAX: Op.MAX,
+    Op.DOT: Op.ADD,
+    Op.MATMUL: Op.ADD,
+}
+
+
+def reduce_identity(op: Op, dtype: DType) -> int | float:
+    """The value a reduction's tree is padded with: ``-0.0``/``0`` for sums (``-0.0`` keeps a
+    sum of ``-0.0`` negative), ``1`` for products, ``+inf``/MAX for ``amin``, ``-inf``/MIN for
+    ``amax``."""
+    base = Op.SUM if op in (Op.DOT, Op.MATMUL) else op
+    if base is Op.SUM:
+        return -0.0 if dtype.is_float else 0
+    if base is Op.PROD:
+        return 1
+    if base is Op.AMIN:
+        return math.inf if dtype.is_float else dtype.max
+    if base is Op.AMAX:
+        return -math.inf if dtype.is_float else dtype.min
+    raise ValueError(f"{op} is not a reduction")
+
+
+def reduce_identity_bits(op: Op, dtype: DType) -> int:
+    """:func:`reduce_identity` as the dtype's bit pattern (an unsigned integer)."""
+    value = np.array(reduce_identity(op, dtype), dtype=dtype.np)
+    return int(value.view(dtype.uint))
+
+
 MOVEMENT = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA})
 COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.MIN, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.EQ, Op.NE})
 LEAVES = frozenset({Op.PARAM, Op.CONST, Op.IOTA})

@@ -28,7 +28,7 @@ import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Node, const_value
-from kera.ops import Op
+from kera.ops import REDUCE_STEP, Op, reduce_identity
 
 Array = np.ndarray[Any, Any]
 Impl = Callable[..., Array]
@@ -319,13 +319,6 @@ def _bitcast(node: Node, x: Array) -> Array:
 
 # ---------------------------------------------------------------------------- reductions
 
-_IDENTITY: dict[Op, Callable[[DType], Any]] = {
-    Op.SUM: lambda dt: -0.0 if dt.is_float else 0,
-    Op.PROD: lambda dt: 1,
-    Op.AMIN: lambda dt: math.inf if dt.is_float else dt.max,
-    Op.AMAX: lambda dt: -math.inf if dt.is_float else dt.min,
-}
-
 
 def tree_reduce(x: Array, op: Op, dt: DType) -> Array:
     """The contract's tree over the LAST axis: pad to a power of two P with the identity, then
@@ -333,9 +326,9 @@ def tree_reduce(x: Array, op: Op, dt: DType) -> Array:
     n = x.shape[-1]
     p = 1 << (n - 1).bit_length()
     if p > n:
-        pad = np.full((*x.shape[:-1], p - n), _IDENTITY[op](dt), dtype=x.dtype)
+        pad = np.full((*x.shape[:-1], p - n), reduce_identity(op, dt), dtype=x.dtype)
         x = np.concatenate([x, pad], axis=-1)
-    step = SEMANTICS[_STEP[op]]
+    step = SEMANTICS[REDUCE_STEP[op]]
     while p > 1:
         s = p // 2
         x = step(_STEP_NODE, x[..., :s], x[..., s:p])
@@ -343,7 +336,6 @@ def tree_reduce(x: Array, op: Op, dt: DType) -> Array:
     return canon(x[..., 0])
 
 
-_STEP = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.AMIN: Op.MIN, Op.AMAX: Op.MAX}
 _STEP_NODE: Any = None  # the binary step entries ignore their node argument
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import softfloatpy as sf
 
+from kera.dtypes import DType
 from keracheck.ptx_emu.errors import PtxExecutionError
 
 Bits = npt.NDArray[Any]
@@ -49,8 +50,15 @@ class Fmt:
     frac_bits: int
 
 
-F32 = Fmt("f32", 32, np.float32, np.uint32, 1 << 31, 0x7F800000, 1 << 22, 23)
-F64 = Fmt("f64", 64, np.float64, np.uint64, 1 << 63, 0x7FF0000000000000, 1 << 51, 52)
+def _fmt(dt: DType, ftype: type[np.floating[Any]], utype: type[np.unsignedinteger[Any]]) -> Fmt:
+    return Fmt(
+        dt.value, dt.bits, ftype, utype, dt.sign_mask, dt.exp_mask, 1 << (dt.mant_bits - 1),
+        dt.mant_bits,
+    )  # fmt: skip
+
+
+F32 = _fmt(DType.F32, np.float32, np.uint32)
+F64 = _fmt(DType.F64, np.float64, np.uint64)
 FMTS = {"f32": F32, "f64": F64}
 
 # NVIDIA's single-precision canonical NaN (CUDA math_constants.h CUDART_NAN_F; "GPUs use a

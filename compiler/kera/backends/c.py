@@ -51,10 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kera.dtypes import CANONICAL_NAN, DType
+from kera.dtypes import DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import COMPARE, MOVEMENT, Op, Shape
+from kera.ops import COMPARE, MOVEMENT, REDUCE_STEP, Op, Shape
 
 #: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
 #: -fno-math-errno only stops sqrt() from setting errno (the value is the same, correctly
@@ -147,10 +147,9 @@ def _fields(dt: DType) -> dict[str, str]:
     }
     if dt.is_float:
         sfx = "f" if dt is DType.F32 else ""
-        mant = 23 if dt is DType.F32 else 52
         f |= {
-            "CANON": _u(w, CANONICAL_NAN[dt]),
-            "BIG": f"0x1p{mant}{sfx}",
+            "CANON": _u(w, dt.canonical_nan),
+            "BIG": f"0x1p{dt.mant_bits}{sfx}",
             "ONE": f"1.0{sfx}",
             "SQRT": f"sqrt{sfx}",
             "FMA": f"fma{sfx}",
@@ -1062,7 +1061,7 @@ class _Lowering:
             [("k_o", n * inner if outer > 1 else 0), ("k", inner), ("k_i", 1 if inner > 1 else 0)]
         )
         dst = _lin([("k_o", inner if outer > 1 else 0), ("k_i", 1 if inner > 1 else 0)])
-        step = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.AMIN: Op.MIN, Op.AMAX: Op.MAX}[node.op]
+        step = REDUCE_STEP[node.op]
         body = [
             f"for (size_t k = 0; k < {n}; k++)",
             f"    {s}[k] = {src}[{gather}];",

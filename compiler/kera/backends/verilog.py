@@ -53,7 +53,7 @@ from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import Op
+from kera.ops import REDUCE_STEP, Op
 from kera.semantics import LEAVES, SEMANTICS
 from kera_hdl import CORES, FLOAT_FORMATS, rtl_sources  # type: ignore[import-not-found, unused-ignore]
 
@@ -333,7 +333,6 @@ ELEMENTWISE: dict[Op, Lower] = {
 # ---------------------------------------------------------------------------- trees
 
 # the tree's step per reduction; float steps are cores, integer steps inline and wrapping
-TREE_STEP: dict[Op, Op] = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.AMIN: Op.MIN, Op.AMAX: Op.MAX}
 
 
 def _canon(nl: Netlist, dt: DType, x: int) -> int:
@@ -349,14 +348,14 @@ def tree(nl: Netlist, node: Node, op: Op, elems: Sequence[int]) -> int:
     xs: list[int | None] = list(elems)
     p = 1 << (len(xs) - 1).bit_length()
     xs += [None] * (p - len(xs))
-    step = ELEMENTWISE[TREE_STEP[op]]
+    step = ELEMENTWISE[REDUCE_STEP[op]]
     while p > 1:
         p //= 2
         for i in range(p):
             right, left = xs[i + p], xs[i]
             if right is not None:
                 assert left is not None
-                xs[i] = _fold(nl, node, step, [left, right], TREE_STEP[op])
+                xs[i] = _fold(nl, node, step, [left, right], REDUCE_STEP[op])
     root = xs[0]
     assert root is not None
     if len(elems) == 1 and node.dtype.is_float:

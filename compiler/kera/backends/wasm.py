@@ -61,7 +61,7 @@ from kera.backends.wasm_lower import BOOL, VT, Site
 from kera.dtypes import DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import ELEMENTWISE, MOVEMENT, REDUCE, Op
+from kera.ops import ELEMENTWISE, MOVEMENT, REDUCE, REDUCE_STEP, Op, reduce_identity_bits
 from kera.semantics import SEMANTICS, iota
 
 WORK_BASE = 1024
@@ -72,9 +72,6 @@ I32 = ValType.I32
 #: contract ops this back end lowers (every one)
 SUPPORTED = frozenset(wl.SCALAR) | MOVEMENT | REDUCE | {Op.DOT, Op.MATMUL, Op.PARAM, Op.CONST}
 _HELPERS: dict[str, Callable[[], Func]] = {"kera_fma_f32": fma_f32, "kera_fma_f64": fma_f64}
-_IDENTITY_FLOAT = {Op.SUM: -0.0, Op.PROD: 1.0, Op.AMIN: np.inf, Op.AMAX: -np.inf}
-_STEP = {Op.SUM: Op.ADD, Op.PROD: Op.MUL, Op.AMIN: Op.MIN, Op.AMAX: Op.MAX, Op.DOT: Op.ADD}
-_STEP[Op.MATMUL] = Op.ADD
 
 
 class WasmCompileError(Exception):
@@ -650,10 +647,10 @@ class _Kernel:
     def _tree(self, rop: Op, dt: DType, length: int) -> Code:
         es = dt.nbytes
         p = _pow2(length)
-        ident = _identity(rop, dt)
+        ident = reduce_identity_bits(rop, dt)
         code = self.map(p - length, [], {"i": (dt, ident)}, [],
                         [Stream("i", dt, i32c(WORK_BASE + length * es))])  # fmt: skip
-        step = Site(_STEP[rop], (dt, dt), dt)
+        step = Site(REDUCE_STEP[rop], (dt, dt), dt)
         s = p // 2
         while s >= 1:
             loads = [Stream("x", dt, i32c(WORK_BASE)), Stream("y", dt, i32c(WORK_BASE + s * es))]
@@ -669,15 +666,6 @@ class _Kernel:
 
 
 _Plan = tuple[list[int], list[tuple[Code, list[int]]], int, Callable[[list[Code]], Code]]
-
-
-def _identity(rop: Op, dt: DType) -> int:
-    base = Op.SUM if rop in (Op.DOT, Op.MATMUL) else rop
-    if dt.is_float:
-        value = np.array(_IDENTITY_FLOAT[base], dtype=dt.np)
-        return int(value.view(dt.uint))
-    ints = {Op.SUM: 0, Op.PROD: 1, Op.AMIN: dt.max, Op.AMAX: dt.min}
-    return ints[base] & ((1 << dt.bits) - 1)
 
 
 _LOAD = {dt: f"{VT[dt].wat}.load" for dt in VT} | {BOOL: "i32.load8_u"}

@@ -40,12 +40,14 @@ from kera.backends.wasm_encode import (
     put,
     select,
 )
+from kera.dtypes import DType
 
-F32_CANON_NAN = 0x7FC00000
-F64_CANON_NAN = 0x7FF8000000000000
-F64_INF = 0x7FF0000000000000
-_FRAC = (1 << 52) - 1
-_HIDDEN = 1 << 52
+F32_CANON_NAN = DType.F32.canonical_nan
+F64_CANON_NAN = DType.F64.canonical_nan
+F64_INF = DType.F64.exp_mask
+_MW = DType.F64.mant_bits
+_FRAC = (1 << _MW) - 1
+_HIDDEN = 1 << _MW
 _LO32 = 0xFFFFFFFF
 _NO_EXP = -(1 << 40)  # exponent given to a zero addend so it always aligns below the product
 
@@ -172,7 +174,7 @@ class _F64Fma:
 
     def _unpack(self, x: int, m: int, e: int) -> Code:
         bits = op("i64.reinterpret_f64", get(x))
-        field = op("i64.and", op("i64.shr_u", bits, i64c(52)), i64c(0x7FF))
+        field = op("i64.and", op("i64.shr_u", bits, i64c(_MW)), i64c(F64_INF >> _MW))
         frac = op("i64.and", bits, i64c(_FRAC))
         is_sub = op("i64.eqz", get(e))
         return [
@@ -368,7 +370,7 @@ class _F64Fma:
             *put(half, op("i64.shl", i64c(1), op("i64.sub", get(u), i64c(1)))),
             *put(q, op("i64.add", get(q), op("i64.extend_i32_u", up))),
             *put(self.t, z),
-            *put(bits, op("i64.add", op("i64.shl", get(self.t), i64c(52)), get(q))),
+            *put(bits, op("i64.add", op("i64.shl", get(self.t), i64c(_MW)), get(q))),
             *put(
                 bits,
                 select(

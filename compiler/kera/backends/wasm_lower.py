@@ -46,7 +46,6 @@ from kera.backends.wasm_encode import (
     op,
     select,
 )
-from kera.backends.wasm_fma import F32_CANON_NAN, F64_CANON_NAN
 from kera.dtypes import DType
 from kera.ops import Op
 
@@ -72,7 +71,6 @@ VT: dict[DType, ValType] = {
 #: SIMD lane shape of each dtype (bool is an i32x4 mask)
 SHAPE = {BOOL: "i32x4", I32: "i32x4", U32: "i32x4", I64: "i64x2", U64: "i64x2"}
 SHAPE |= {F32: "f32x4", F64: "f64x2"}
-CANON_NAN = {F32: F32_CANON_NAN, F64: F64_CANON_NAN}
 FMA_HELPER = {F32: "kera_fma_f32", F64: "kera_fma_f64"}
 #: low 32 bits of each 64-bit lane of two vectors, as one i32x4
 NARROW64 = bytes([0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27])
@@ -142,13 +140,13 @@ def v128_splat(dt: DType, value: int) -> Code:
 def canon(cx: Cx, dt: DType, x: Code) -> Code:
     """x with any NaN replaced by the canonical NaN (x evaluated once)."""
     t = cx.temp(VT[dt])
-    return [*const(dt, CANON_NAN[dt]), *x, ins("local.tee", t), *get(t), *get(t),
+    return [*const(dt, dt.canonical_nan), *x, ins("local.tee", t), *get(t), *get(t),
             ins(f"{pfx(dt)}.ne"), ins("select")]  # fmt: skip
 
 
 def vcanon(cx: Cx, dt: DType, x: Code) -> Code:
     t = cx.temp(ValType.V128)
-    return [*v128_splat(dt, CANON_NAN[dt]), *x, ins("local.tee", t), *get(t), *get(t),
+    return [*v128_splat(dt, dt.canonical_nan), *x, ins("local.tee", t), *get(t), *get(t),
             ins(f"{SHAPE[dt]}.ne"), ins("v128.bitselect")]  # fmt: skip
 
 
