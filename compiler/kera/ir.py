@@ -24,12 +24,13 @@ Nodes are immutable and interned: building a node identical to a live one return
 
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import re
 import struct
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,19 +88,32 @@ def type_hash(t: TensorType) -> bytes:
     return hashlib.sha3_256(DOMAIN_TYPE + enc_type(t)).digest()
 
 
-def enc_attr_value(v: AttrValue) -> bytes:
-    if isinstance(v, bool):
-        return b"\x02" + _u8(int(v))
+class AttrTag(enum.IntEnum):
+    """The tag byte of an attribute value, in node encodings and in ``.keg`` files."""
+
+    INT = 1
+    BOOL = 2
+    STR = 3
+    DTYPE = 4
+    INTS = 5
+    BYTES = 6
+
+
+def enc_attr_value(v: AttrValue, string: Callable[[str], bytes] = enc_str) -> bytes:
+    """Tag byte and payload; ``string`` encodes a string (inline here, a string-table index in
+    a ``.keg``)."""
+    if isinstance(v, bool):  # before int: bool is an int subclass
+        return _u8(AttrTag.BOOL) + _u8(int(v))
     if isinstance(v, int):
-        return b"\x01" + _i64(v)
-    if isinstance(v, DType):
-        return b"\x04" + _u8(v.code)
+        return _u8(AttrTag.INT) + _i64(v)
+    if isinstance(v, DType):  # before str: DType is a str enum
+        return _u8(AttrTag.DTYPE) + _u8(v.code)
     if isinstance(v, str):
-        return b"\x03" + enc_str(v)
+        return _u8(AttrTag.STR) + string(v)
     if isinstance(v, tuple):
-        return b"\x05" + _u32(len(v)) + b"".join(_i64(x) for x in v)
+        return _u8(AttrTag.INTS) + _u32(len(v)) + b"".join(_i64(x) for x in v)
     if isinstance(v, bytes):
-        return b"\x06" + _u32(len(v)) + v
+        return _u8(AttrTag.BYTES) + _u32(len(v)) + v
     raise IRError(f"attribute value {v!r} has no canonical encoding")
 
 
@@ -292,8 +306,9 @@ def const_value(node: Node) -> np.ndarray[Any, Any]:
     return np.frombuffer(data, dtype=node.dtype.np).reshape(node.shape)
 
 
-def topo_order(results: Iterable[Node]) -> list[Node]:
-    """Nodes reachable from ``results`` in depth-first post-order (inputs left to right).
+def topo_order(results: Iterable[Node], stop: Collection[int] = frozenset()) -> list[Node]:
+    """Nodes reachable from ``results`` in depth-first post-order (inputs left to right),
+    not entering the inputs of nodes whose ``id`` is in ``stop`` (they are listed as leaves).
 
     This is the canonical order: it depends only on the graph's content.  Iterative, so deep
     graphs do not exhaust the Python stack.
@@ -307,7 +322,7 @@ def topo_order(results: Iterable[Node]) -> list[Node]:
         seen.add(id(root))
         while stack:
             node, i = stack[-1]
-            if i < len(node.inputs):
+            if i < len(node.inputs) and id(node) not in stop:
                 stack[-1] = (node, i + 1)
                 child = node.inputs[i]
                 if id(child) not in seen:

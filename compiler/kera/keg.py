@@ -34,7 +34,16 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from kera.dtypes import BY_CODE, DType
-from kera.ir import Function, Graph, IRError, Node, check_name, normalize_attrs
+from kera.ir import (
+    AttrTag,
+    Function,
+    Graph,
+    IRError,
+    Node,
+    check_name,
+    enc_attr_value,
+    normalize_attrs,
+)
 from kera.ops import ATTRS, AttrValue, Op, TensorType, TypeRuleError, check_shape, infer
 
 MAGIC = b"KEG\0"
@@ -135,17 +144,7 @@ def dumps(graph: Graph) -> bytes:
 
 
 def _attr_payload(v: AttrValue, strings: _Table[str]) -> bytes:
-    if isinstance(v, bool):
-        return b"\x02" + bytes([int(v)])
-    if isinstance(v, int):
-        return b"\x01" + struct.pack("<q", v)
-    if isinstance(v, DType):
-        return b"\x04" + bytes([v.code])
-    if isinstance(v, str):
-        return b"\x03" + _u32(strings.get(v))
-    if isinstance(v, tuple):
-        return b"\x05" + _u32(len(v)) + b"".join(struct.pack("<q", x) for x in v)
-    return b"\x06" + _u32(len(v)) + v
+    return enc_attr_value(v, lambda s: _u32(strings.get(s)))
 
 
 # ------------------------------------------------------------------------------ reading
@@ -306,23 +305,23 @@ def _types(r: _Reader) -> list[TensorType]:
 def _attr_value(r: _Reader, strings: list[str]) -> AttrValue:
     at = r.pos
     tag = r.u8("attribute tag")
-    if tag == 1:
+    if tag == AttrTag.INT:
         return r.i64("integer attribute")
-    if tag == 2:
+    if tag == AttrTag.BOOL:
         b = r.u8("bool attribute")
         if b > 1:
             raise r.fail(f"bool attribute byte {b} is not 0 or 1", at + 1)
         return bool(b)
-    if tag == 3:
+    if tag == AttrTag.STR:
         return strings[r.index("string attribute", len(strings))]
-    if tag == 4:
+    if tag == AttrTag.DTYPE:
         code = r.u8("dtype attribute")
         if code not in BY_CODE:
             raise r.fail(f"unknown dtype code {code}", at + 1)
         return BY_CODE[code]
-    if tag == 5:
+    if tag == AttrTag.INTS:
         return tuple(r.i64("integer list element") for _ in range(r.count("integer list", 8)))
-    if tag == 6:
+    if tag == AttrTag.BYTES:
         return r.take(r.u32("byte string length"), "byte string")
     raise r.fail(f"unknown attribute tag {tag}", at)
 

@@ -238,9 +238,7 @@ def _div(node: Node, a: Array, b: Array) -> Array:
 
 
 def _rem(node: Node, a: Array, b: Array) -> Array:
-    if a.dtype.kind == "f":
-        raise TypeError("rem is not defined on floats")  # rejected by the type rule first
-    return _int_divrem(a, b)[1]
+    return _int_divrem(a, b)[1]  # integers only: kera.ops.INT_ONLY
 
 
 def _shift(left: bool) -> Impl:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kera.ir import Function, Node, make_node, param
+from kera.ir import Function, Node, make_node, param, topo_order
 from kera.ops import Op
 from keracheck.fuzz.oracle import (
     LEAVES,
@@ -58,33 +58,13 @@ def _confirm(oracle: Oracle, cases: list[Case], div: Divergence) -> list[Diverge
     return [d for d in found if d.signature == div.signature]
 
 
-def _order(root: Node, stop: set[int]) -> list[Node]:
-    """Canonical post-order (inputs left to right) of root's cone, not entering nodes in stop."""
-    seen: set[int] = set()
-    out: list[Node] = []
-    stack: list[tuple[Node, int]] = [(root, 0)]
-    seen.add(id(root))
-    while stack:
-        node, i = stack[-1]
-        if id(node) not in stop and i < len(node.inputs):
-            stack[-1] = (node, i + 1)
-            child = node.inputs[i]
-            if id(child) not in seen:
-                seen.add(id(child))
-                stack.append((child, 0))
-        else:
-            stack.pop()
-            out.append(node)
-    return out
-
-
 def rebuild(div: Divergence, cuts: Mapping[int, Array]) -> Case:
     """The cone of div's culprit, each node in ``cuts`` (by id) replaced by a parameter fed the
     given values; parameters renumbered p0, p1, ... in canonical order."""
     new: dict[int, Node] = {}
     params: list[Node] = []
     inputs: dict[str, Array] = {}
-    for n in _order(div.node, set(cuts)):
+    for n in topo_order([div.node], set(cuts)):
         if n.op is Op.PARAM or id(n) in cuts:
             k = len(params)
             params.append(param(k, f"p{k}", n.dtype, n.shape))
@@ -107,7 +87,7 @@ def cone(oracle: Oracle, div: Divergence) -> Divergence:
 
 def cut(oracle: Oracle, div: Divergence) -> Divergence:
     while True:
-        inner = [n for n in _order(div.node, set()) if n.op not in LEAVES and n is not div.node]
+        inner = [n for n in topo_order([div.node]) if n.op not in LEAVES and n is not div.node]
         if not inner:
             return div
         subs = [Case(truncated(div.fn, n), div.case.inputs) for n in inner]

@@ -30,7 +30,7 @@ import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Node, const_value
-from kera.ops import Op, TensorType
+from kera.ops import ATTRS, Op, TensorType
 
 
 class PrintError(ValueError):
@@ -55,19 +55,14 @@ INFIX = {
     Op.GT: ">",
     Op.GE: ">=",
 }
-#: ops printed as calls of their own name, operands first, then attributes in this order
-CALL_ATTRS: dict[Op, tuple[str, ...]] = {
-    **{op: () for op in (Op.ABS, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND)},
-    **{op: () for op in (Op.MIN, Op.MAX, Op.COPYSIGN, Op.FMA, Op.SELECT, Op.DOT, Op.MATMUL)},
-    **{op: ("axis",) for op in (Op.SUM, Op.PROD, Op.AMIN, Op.AMAX)},
-    Op.BITCAST: ("to",),
-    Op.BROADCAST: ("shape",),
-    Op.RESHAPE: ("shape",),
-    Op.TRANSPOSE: ("perm",),
-    Op.SLICE: ("start", "stop"),
-    Op.CONCAT: ("axis",),
-    Op.IOTA: ("shape", "axis", "to"),
-}
+#: ops printed as calls of their own name, operands first, then their attributes in the order
+#: of ``kera.ops.ATTRS``
+_CALLED = (
+    Op.ABS, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND, Op.MIN, Op.MAX, Op.COPYSIGN, Op.FMA,
+    Op.SELECT, Op.DOT, Op.MATMUL, Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.BITCAST, Op.BROADCAST,
+    Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA,
+)  # fmt: skip
+CALL_ATTRS: dict[Op, tuple[str, ...]] = {op: tuple(ATTRS.get(op, {})) for op in _CALLED}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 

@@ -54,7 +54,7 @@ import numpy as np
 from kera.dtypes import DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import COMPARE, MOVEMENT, REDUCE_STEP, Op, Shape
+from kera.ops import COMPARE, MOVEMENT, REDUCE_STEP, UNARY, Op, Shape
 
 #: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
 #: -fno-math-errno only stops sqrt() from setting errno (the value is the same, correctly
@@ -483,13 +483,11 @@ def _op_helper(op: Op, dt: DType) -> str:
     if op is Op.SELECT:
         params = "ku8 c, $V a, $V b"
     else:
-        n = 3 if op is Op.FMA else 1 if op in _UNARY else 2
+        n = 3 if op is Op.FMA else 1 if op in UNARY else 2
         params = ", ".join(f"$V {v}" for v in "abc"[:n])
     text = f"static inline {ret} k_{op.value}_$d({params})\n{{\n{body}\n}}\n"
     return string.Template(text).substitute(_fields(dt))
 
-
-_UNARY = frozenset({Op.NEG, Op.ABS, Op.NOT, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND})
 
 # ---------------------------------------------------------------------------- conversions
 
@@ -1186,7 +1184,7 @@ _LOWER = {
     Op.PARAM: _Lowering.param,
     Op.CONST: _Lowering.const,
     Op.IOTA: _Lowering.iota,
-    **{op: _Lowering.elementwise for op in Op if op in _UNARY or op in COMPARE},
+    **{op: _Lowering.elementwise for op in Op if op in UNARY or op in COMPARE},
     **{
         op: _Lowering.elementwise
         for op in (

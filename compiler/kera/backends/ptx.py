@@ -180,9 +180,7 @@ def _divrem(want_rem: bool) -> Lower:
 
     def lower(k: Kernel, node: Node, a: Sequence[str]) -> str:
         dt, (x, y) = node.dtype, a
-        if dt.is_float and want_rem:
-            raise PtxEmitError("rem is not defined on floats (kera.semantics)")
-        if dt.is_float:
+        if dt.is_float:  # never rem: the type rule (kera.ops.INT_ONLY) admits integers only
             return k.canon(dt, k.op(dt, f"div.rn.{ARITH[dt]} {{d}}, {{0}}, {{1}};", x, y))
         ty, zero, bad = ARITH[dt], k.reg("pred"), k.reg("pred")
         k.emit(f"setp.eq.{ty} {zero}, {y}, 0;")

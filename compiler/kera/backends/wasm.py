@@ -247,8 +247,6 @@ class _Kernel:
                 continue
             if node.op not in SUPPORTED:
                 raise WasmCompileError(f"the wasm back end does not lower '{node.op}'")
-            if node.op is Op.REM and node.dtype.is_float:  # the contract defines no float rem
-                raise WasmCompileError(f"rem is not defined on {node.dtype}")
             if node.op in ELEMENTWISE:
                 if group and _size(group[0]) != _size(node):
                     actions.append(group)
