@@ -9,9 +9,9 @@ Exactness:
 * ``add/sub/mul/div/sqrt .rn`` use numpy's float32/float64 ufuncs, which are the host's
   correctly rounded IEEE operations (SSE on x86-64, round-to-nearest-even, subnormals kept —
   :func:`check_host_fp` verifies that no flush-to-zero mode is set).
-* ``fma.rn.f32`` is exact: the product of two f32 is exact in f64, the sum is formed with
-  TwoSum (rounded sum plus exact error), rounded to odd at 53 bits and then to nearest-even
-  at 24 bits (round-to-odd with >= 2 extra bits makes the double rounding innocuous).
+* ``fma.rn.f32`` is exact: it is the contract's ``kera.semantics.fma32`` (the product of two
+  f32 is exact in f64, the sum is rounded to odd at 53 bits and then to nearest-even at 24
+  bits; round-to-odd with >= 2 extra bits makes the double rounding innocuous).
 * ``fma.rn.f64`` uses Berkeley SoftFloat (``softfloatpy``) lane by lane — never float64 maths.
 
 NaN results follow the PTX ISA where it speaks and a :class:`NanPolicy` where it does not
@@ -30,6 +30,7 @@ import numpy.typing as npt
 import softfloatpy as sf
 
 from kera.dtypes import DType
+from kera.semantics import fma32
 from keracheck.ptx_emu.errors import PtxExecutionError
 
 Bits = npt.NDArray[Any]
@@ -173,20 +174,11 @@ def arith(fmt: Fmt, op: FloatOp, inputs: Sequence[Bits], policy: NanPolicy) -> B
 
 
 def fma32_exact(a: Bits, b: Bits, c: Bits) -> Bits:
-    """Correctly rounded f32 fused multiply-add (NaN lanes are fixed by the caller)."""
-    with np.errstate(all="ignore"):
-        a64 = a.view(np.float32).astype(np.float64)
-        b64 = b.view(np.float32).astype(np.float64)
-        c64 = c.view(np.float32).astype(np.float64)
-        p = a64 * b64  # exact: 24 + 24 significant bits fit in 53
-        s = p + c64
-        bb = s - p
-        err = (p - (s - bb)) + (c64 - bb)  # TwoSum: p + c == s + err exactly
-        even = (s.view(np.uint64) & np.uint64(1)) == 0
-        nudge = np.isfinite(s) & (err != 0) & even
-        toward = np.where(err > 0, np.inf, -np.inf)
-        odd = np.where(nudge, np.nextafter(s, toward), s)  # round to odd at 53 bits
-        return odd.astype(np.float32).view(np.uint32)
+    """Correctly rounded f32 fused multiply-add (NaN lanes are fixed by the caller): the
+    contract's own ``kera.semantics.fma32`` (exact f64 product, round-to-odd f64 sum, one
+    rounding to f32)."""
+    out = fma32(a.view(np.float32), b.view(np.float32), c.view(np.float32))
+    return np.asarray(out, dtype=np.float32).view(np.uint32)
 
 
 def fma64_softfloat(a: Bits, b: Bits, c: Bits) -> Bits:

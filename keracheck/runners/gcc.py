@@ -23,6 +23,7 @@ from typing import Literal
 
 from keracheck.backend import BackendError
 from keracheck.runners.sealed import intact, seal
+from keracheck.runners.tool import run_tool
 
 Kind = Literal["shared", "static"]
 _KIND_FLAGS: dict[str, tuple[str, ...]] = {
@@ -113,13 +114,7 @@ class Gcc:
 
 
 def _compile(argv: list[str], timeout: float) -> None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise BackendError(f"{argv[0]} timed out after {timeout:g} s") from None
-    if proc.returncode != 0:
-        diag = (proc.stderr or proc.stdout).strip()
-        raise BackendError(f"{argv[0]} failed (exit {proc.returncode}):\n{diag[-4000:]}")
+    run_tool(argv, timeout, name=argv[0])
 
 
 @cache

@@ -11,11 +11,11 @@ as Verilog-2005 (``-g2005``) unless told otherwise; parameters of the top module
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from keracheck.backend import BackendError
+from keracheck.runners.tool import run_tool
 
 INSTALL = "apt-get install iverilog"
 
@@ -85,17 +85,4 @@ class Iverilog:
 
 
 def _run(argv: list[str], cwd: Path | None, timeout: float, check: bool = True) -> str:
-    try:
-        proc = subprocess.run(
-            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as e:
-        raise BackendError(f"{argv[0]} timed out after {timeout:.0f} s") from e
-    if check and proc.returncode != 0:
-        raise BackendError(f"{argv[0]} failed (rc={proc.returncode}):\n{_tail(proc)}")
-    return proc.stdout
-
-
-def _tail(proc: subprocess.CompletedProcess[str], limit: int = 4000) -> str:
-    text = (proc.stdout + proc.stderr).strip()
-    return text[-limit:]
+    return run_tool(argv, timeout, cwd=cwd, check=check)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from keracheck.backend import BackendError
+from keracheck.runners.tool import run_tool
 from keracheck.runners.wasm_job import Bytes, JobResult, WasmJob, as_bytes
 
 SCRIPT = Path(__file__).with_name("wasm_node_runner.mjs")
@@ -75,12 +76,7 @@ class NodeWasmRunner:
 
     def _run_node(self, spec: Path) -> None:
         argv = [self.node, *self.node_args, str(SCRIPT), str(spec)]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s)
-        except subprocess.TimeoutExpired as e:
-            raise BackendError(f"node timed out after {self.timeout_s} s") from e
-        if done.returncode != 0:
-            raise BackendError(f"node failed (rc {done.returncode}): {done.stderr.strip()[-2000:]}")
+        run_tool(argv, self.timeout_s, name="node", stderr_only=True)
 
 
 def _write_job(folder: Path, k: int, job: WasmJob) -> dict[str, object]:

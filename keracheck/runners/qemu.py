@@ -9,12 +9,12 @@ so no ``-L`` sysroot is needed.  A non-zero exit or a timeout raises
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 from keracheck.backend import BackendError
+from keracheck.runners.tool import first_line, run_tool
 
 INSTALL = "apt-get install qemu-user"
 
@@ -44,25 +44,11 @@ class Qemu:
         reason = self.available()
         if reason is not None:
             raise BackendError(reason)
-        argv = self.argv(binary, args)
-        try:
-            proc = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired:
-            raise BackendError(f"{self.exe} {binary.name} timed out after {timeout:g} s") from None
-        if proc.returncode != 0:
-            raise BackendError(
-                f"{self.exe} {binary.name} exited with {proc.returncode}: {proc.stderr.strip()[-2000:]}"
-            )
-        return proc.stdout
+        return run_tool(
+            self.argv(binary, args), timeout, name=f"{self.exe} {binary.name}", stderr_only=True
+        )
 
 
 @cache
 def _version(exe: str) -> str:
-    try:
-        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
-    except OSError:
-        return "unknown"
-    lines = proc.stdout.strip().splitlines()
-    return lines[0] if lines else "unknown"
+    return first_line([exe, "--version"])

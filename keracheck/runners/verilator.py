@@ -20,6 +20,7 @@ from pathlib import Path
 
 from keracheck.backend import BackendError
 from keracheck.runners.sealed import intact, seal
+from keracheck.runners.tool import run_tool
 
 INSTALL = "apt-get install verilator"
 EXE = "sim"
@@ -143,13 +144,4 @@ class Verilator:
 
 
 def _run(argv: list[str], cwd: Path | None, timeout: float, check: bool = True) -> str:
-    try:
-        proc = subprocess.run(
-            argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as e:
-        raise BackendError(f"{Path(argv[0]).name} timed out after {timeout:.0f} s") from e
-    if check and proc.returncode != 0:
-        text = (proc.stdout + proc.stderr).strip()[-4000:]
-        raise BackendError(f"{Path(argv[0]).name} failed (rc={proc.returncode}):\n{text}")
-    return proc.stdout
+    return run_tool(argv, timeout, cwd=cwd, check=check)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from keracheck.backend import BackendError
+from keracheck.runners.tool import run_tool
 
 INSTALL = "apt-get install yosys"
 FAMILIES = ("ice40", "generic")
@@ -131,10 +132,4 @@ def parse_stat(stat: Mapping[str, object], family: str) -> Resources:
 
 
 def _run(argv: list[str], timeout: float) -> None:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as e:
-        raise BackendError(f"yosys timed out after {timeout:.0f} s") from e
-    if proc.returncode != 0:
-        text = (proc.stdout + proc.stderr).strip()[-4000:]
-        raise BackendError(f"yosys failed (rc={proc.returncode}):\n{text}")
+    run_tool(argv, timeout, name="yosys")

@@ -22,10 +22,16 @@ CORPUS = Path(__file__).parent.parent.parent / "corpora"
 
 TOOLS = {
     "sleeper": None,
+    "ref": None,
+    "ptx-emu": None,
+    "cpu": "gcc",
     "cpu-aarch64": "aarch64-linux-gnu-gcc",
+    "wasm-node": "node",
     "verilog": "iverilog",
     "verilog-verilator": "verilator",
 }
+#: targets whose phase is short with 64 rows get more, so that the kill lands inside it
+ROWS = {"ref": 20000, "ptx-emu": 20000, "wasm-node": 20000}
 
 
 def tagged(tag: str) -> list[str]:
@@ -52,9 +58,12 @@ def test_kill_9_leaves_no_process_behind(target: str, tmp_path: Path) -> None:
     tag = f"KERACHECK_ORPHAN_TEST={uuid.uuid4().hex}"
     env = dict(os.environ, KERACHECK_CACHE=str(tmp_path / "cache"))
     env[tag.split("=")[0]] = tag.split("=")[1]
-    targets = "ref,sleeper" if target == "sleeper" else f"ref,{target}"
+    targets = (
+        "ref,sleeper" if target == "sleeper" else "ref" if target == "ref" else f"ref,{target}"
+    )
     argv = [sys.executable, "-m", "keracheck.cli", "run", str(CORPUS), "--targets", targets]
     argv += ["--no-cache", "--jobs", "1", "--format", "json", "--output", str(tmp_path / "o")]
+    argv += ["--inputs", str(ROWS.get(target, 64)), "--limit", "input_bytes=100000000000"]
     if target == "sleeper":
         argv += ["--backend-plugin", f"{PLUGIN}:Sleeper"]
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)

@@ -36,15 +36,23 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import Any
 
-from kera import limits, mathlib
+from kera import limits
 from kera.dtypes import DType
 from kera.ir import Function, IRError, Node, const_bytes, make_node, param
 from kera.ops import ARITY, FLOAT_ONLY, AttrValue, Op, TensorType, TypeRuleError
 from kera.syntax import literals
-from kera.syntax.check import BUILTIN_NAMES, DTYPES, Reporter, Signature, reserved, resolve_type
+from kera.syntax.builtins import (
+    BINARY_OPS,
+    BUILTIN_NAMES,
+    ELEMENTWISE_BUILTINS,
+    MATH_BUILTINS,
+    OTHER_BUILTINS,
+    PREFIX_OPS,
+    ElemOp,
+)
+from kera.syntax.check import DTYPES, Reporter, Signature, reserved, resolve_type
 from kera.syntax.kinds import SyntaxKind
 from kera.syntax.tree import (
     ArrayExpr,
@@ -77,68 +85,9 @@ class _Budget(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class ElemOp:
-    """A front-end elementwise operation: the contract op plus the front end's own rules."""
-
-    op: Op
-    symbol: str
-    deferrable: bool = True  # result dtype = operand dtype, so literals may stay untyped
-    needs: str = ""  # "bool": operands must be bool; "int": must not be bool (for '~')
-    dtype_args: tuple[int, ...] | None = None  # operands that share one dtype (None = all)
-
-
-def _e(op: Op, symbol: str, **kw: Any) -> ElemOp:
-    return ElemOp(op, symbol, **kw)
-
-
-BINARY_OPS: dict[int, ElemOp] = {
-    K.PLUS: _e(Op.ADD, "+"),
-    K.MINUS: _e(Op.SUB, "-"),
-    K.STAR: _e(Op.MUL, "*"),
-    K.SLASH: _e(Op.DIV, "/"),
-    K.PERCENT: _e(Op.REM, "%"),
-    K.AMP: _e(Op.AND, "&"),
-    K.PIPE: _e(Op.OR, "|"),
-    K.CARET: _e(Op.XOR, "^"),
-    K.SHL: _e(Op.SHL, "<<"),
-    K.SHR: _e(Op.SHR, ">>"),
-    K.AMP2: _e(Op.AND, "&&", deferrable=False, needs="bool"),  # not short-circuit: pure data
-    K.PIPE2: _e(Op.OR, "||", deferrable=False, needs="bool"),
-    K.EQ2: _e(Op.EQ, "==", deferrable=False),
-    K.NEQ: _e(Op.NE, "!=", deferrable=False),
-    K.LT: _e(Op.LT, "<", deferrable=False),
-    K.LTEQ: _e(Op.LE, "<=", deferrable=False),
-    K.GT: _e(Op.GT, ">", deferrable=False),
-    K.GTEQ: _e(Op.GE, ">=", deferrable=False),
-}
-PREFIX_OPS: dict[int, ElemOp] = {
-    K.MINUS: _e(Op.NEG, "-"),
-    K.TILDE: _e(Op.NOT, "~", needs="int"),
-    K.BANG: _e(Op.NOT, "!", deferrable=False, needs="bool"),
-}
-ELEMENTWISE_BUILTINS: dict[str, ElemOp] = {
-    **{name: _e(Op(name), name) for name in ("abs", "sqrt", "floor", "ceil", "trunc", "round")},
-    **{name: _e(Op(name), name) for name in ("min", "max", "copysign", "fma")},
-    "select": _e(Op.SELECT, "select", dtype_args=(1, 2)),
-}
 NUMBERS = (K.INT_NUMBER, K.FLOAT_NUMBER)
 #: builtins whose operands share one dtype without broadcasting
 UNIFIED_BUILTINS = frozenset({Op.DOT, Op.MATMUL, Op.CONCAT})
-OTHER_BUILTINS: dict[str, Op] = {
-    op.value: op
-    for op in (
-        *(Op.BITCAST, Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.DOT, Op.MATMUL, Op.BROADCAST),
-        *(Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
-    )
-}
-#: expanded by kera.mathlib into contract ops (they are not IR ops)
-MATH_BUILTINS: dict[str, Callable[[Node], Node]] = {
-    "exp": mathlib.exp,
-    "log": mathlib.log,
-    "tanh": mathlib.tanh,
-    "sigmoid": mathlib.sigmoid,
-}
 
 
 class Deferred:

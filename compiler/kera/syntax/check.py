@@ -21,6 +21,7 @@ from typing import Any
 from kera.dtypes import DType
 from kera.ops import TensorType, TypeRuleError, check_shape
 from kera.syntax import literals
+from kera.syntax.builtins import BUILTIN_NAMES
 from kera.syntax.diagnostics import Diagnostic, LineIndex
 from kera.syntax.tree import (
     Block,
@@ -34,16 +35,8 @@ from kera.syntax.tree import (
 
 DTYPES = {d.value: d for d in DType}
 
+
 #: every builtin function name (ops of the contract and the math library)
-BUILTIN_NAMES = frozenset(
-    {
-        *("abs", "sqrt", "fma", "min", "max", "copysign", "floor", "ceil", "trunc", "round"),
-        *("exp", "log", "tanh", "sigmoid", "select", "bitcast", "sum", "prod", "amin", "amax"),
-        *("dot", "matmul", "broadcast", "reshape", "transpose", "slice", "concat", "iota"),
-    }
-)
-
-
 @dataclass(slots=True)
 class Signature:
     """A function as the checker sees it.  ``results`` is None when the result type did not
