@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
+from kera.backends.elementmaps import STRUCTURAL, unroll
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
@@ -376,62 +376,24 @@ TREE_STEP: dict[Op, Lower] = {
 }
 
 
-def tree(k: Kernel, node: Node, op: Op, elems: Elems) -> str:
-    """Pad to a power of two P with the identity, then x[i] = op(x[i], x[i+s]) for
-    s = P/2 .. 1.  Steps whose second operand is padding are skipped: op(x, identity) == x
-    bit for bit for every non-NaN x, and a NaN root is canonicalised anyway."""
-    xs: list[str | None] = list(elems)
-    p = 1 << (len(xs) - 1).bit_length()
-    xs += [None] * (p - len(xs))
-    step = TREE_STEP[op]
-    while p > 1:
-        p //= 2
-        for i in range(p):
-            right = xs[i + p]
-            if right is not None:
-                left = xs[i]
-                assert left is not None
-                xs[i] = step(k, node, (left, right))
-    root = xs[0]
-    assert root is not None
-    return k.canon(node.dtype, root) if node.dtype.is_float else root
+def structural(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
+    """Reductions, dot, matmul and data movement, unrolled (``elementmaps.unroll``): tree
+    steps and products are rounded on their own and not canonicalised; each tree's float root
+    is."""
+
+    def step(op: Op, left: str, right: str) -> str:
+        return TREE_STEP[op](k, node, (left, right))
+
+    def product(x: str, y: str) -> str:
+        return _PRODUCT(k, node, (x, y))
+
+    def finish(root: str, n: int) -> str:
+        return k.canon(node.dtype, root) if node.dtype.is_float else root
+
+    return unroll(node, ins, step, product, finish)
 
 
-def _products(k: Kernel, node: Node, a: Sequence[str], b: Sequence[str]) -> Elems:
-    mul = _arith("mul.rn", "mul.lo", canon=False)  # each product rounded on its own
-    return [mul(k, node, (x, y)) for x, y in zip(a, b, strict=True)]
-
-
-def _reduce(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    return [tree(k, node, node.op, [ins[0][j] for j in row]) for row in reduce_rows(node)]
-
-
-def _dot(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    return [tree(k, node, Op.SUM, _products(k, node, ins[0], ins[1]))]
-
-
-def _matmul(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    a, b = ins
-    return [
-        tree(k, node, Op.SUM, _products(k, node, [a[i] for i in row], [b[j] for j in col]))
-        for row, col in matmul_pairs(node)
-    ]
-
-
-def _movement(k: Kernel, node: Node, ins: list[Elems]) -> Elems:
-    flat = [x for e in ins for x in e]
-    return [flat[j] for j in movement_map(node)]
-
-
-STRUCTURAL: dict[Op, Callable[[Kernel, Node, list[Elems]], Elems]] = {
-    Op.SUM: _reduce,
-    Op.PROD: _reduce,
-    Op.AMIN: _reduce,
-    Op.AMAX: _reduce,
-    Op.DOT: _dot,
-    Op.MATMUL: _matmul,
-    **dict.fromkeys((Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT), _movement),
-}
+_PRODUCT = _arith("mul.rn", "mul.lo", canon=False)  # each product rounded on its own
 
 SUPPORTED_OPS = frozenset(
     {op.value for op in ELEMENTWISE} | {op.value for op in STRUCTURAL} | {"param", "const", "iota"}
@@ -509,7 +471,7 @@ def _lower_node(k: Kernel, node: Node, env: dict[int, Elems], params: dict[int, 
         return _iota(k, node)
     ins = [env[id(i)] for i in node.inputs]
     if node.op in STRUCTURAL:
-        return STRUCTURAL[node.op](k, node, ins)
+        return structural(k, node, ins)
     lower = ELEMENTWISE.get(node.op)
     if lower is None:
         raise PtxEmitError(f"the PTX back end has no lowering for '{node.op}'")

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends.elementmaps import matmul_pairs, movement_map, reduce_rows
+from kera.backends.elementmaps import STRUCTURAL, unroll
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
@@ -343,61 +343,23 @@ def _canon(nl: Netlist, dt: DType, x: int) -> int:
     return nl.expr(f"({nan}) ? {w}'h{CANONICAL_NAN[dt]:x} : @0", w, [x])
 
 
-def tree(nl: Netlist, node: Node, op: Op, elems: Sequence[int]) -> int:
-    """The contract's reduction tree; steps with a padding right operand are left out."""
-    xs: list[int | None] = list(elems)
-    p = 1 << (len(xs) - 1).bit_length()
-    xs += [None] * (p - len(xs))
-    step = ELEMENTWISE[REDUCE_STEP[op]]
-    while p > 1:
-        p //= 2
-        for i in range(p):
-            right, left = xs[i + p], xs[i]
-            if right is not None:
-                assert left is not None
-                xs[i] = _fold(nl, node, step, [left, right], REDUCE_STEP[op])
-    root = xs[0]
-    assert root is not None
-    if len(elems) == 1 and node.dtype.is_float:
-        return _canon(nl, node.dtype, root)
-    return root
+def structural(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
+    """Reductions, dot, matmul and data movement, unrolled (``elementmaps.unroll``): float
+    steps and products are cores (which canonicalise), integer ones inline and wrapping; the
+    root of a one-element float tree, which went through no core, is canonicalised here."""
 
+    def step(op: Op, left: int, right: int) -> int:
+        sop = REDUCE_STEP[op]
+        return _fold(nl, node, ELEMENTWISE[sop], [left, right], sop)
 
-def _products(nl: Netlist, node: Node, a: Sequence[int], b: Sequence[int]) -> Elems:
-    mul = ELEMENTWISE[Op.MUL]
-    return [_fold(nl, node, mul, [x, y], Op.MUL) for x, y in zip(a, b, strict=True)]
+    def product(x: int, y: int) -> int:
+        return _fold(nl, node, ELEMENTWISE[Op.MUL], [x, y], Op.MUL)
 
+    def finish(root: int, n: int) -> int:
+        return _canon(nl, node.dtype, root) if n == 1 and node.dtype.is_float else root
 
-def _reduce(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    return [tree(nl, node, node.op, [ins[0][j] for j in row]) for row in reduce_rows(node)]
+    return unroll(node, ins, step, product, finish)
 
-
-def _dot(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    return [tree(nl, node, Op.SUM, _products(nl, node, ins[0], ins[1]))]
-
-
-def _matmul(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    a, b = ins
-    return [
-        tree(nl, node, Op.SUM, _products(nl, node, [a[i] for i in row], [b[j] for j in col]))
-        for row, col in matmul_pairs(node)
-    ]
-
-
-def _movement(nl: Netlist, node: Node, ins: list[Elems]) -> Elems:
-    flat = [x for e in ins for x in e]
-    return [flat[j] for j in movement_map(node)]
-
-
-STRUCTURAL: dict[Op, Callable[[Netlist, Node, list[Elems]], Elems]] = {
-    Op.SUM: _reduce,
-    Op.PROD: _reduce,
-    Op.AMIN: _reduce,
-    Op.AMAX: _reduce,
-    Op.DOT: _dot,
-    Op.MATMUL: _matmul,
-    **dict.fromkeys((Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT), _movement),
-}
 
 SUPPORTED_OPS = frozenset(
     {op.value for op in ELEMENTWISE} | {op.value for op in STRUCTURAL} | {"param", "const", "iota"}
@@ -456,7 +418,7 @@ def _lower_node(nl: Netlist, node: Node, env: dict[int, Elems], ports: dict[int,
         return [nl.const(width(dt), v) for v in _bits_of(dt, LEAVES[Op.IOTA](node, 1)[0])]
     ins = [env[id(i)] for i in node.inputs]
     if node.op in STRUCTURAL:
-        return STRUCTURAL[node.op](nl, node, ins)
+        return structural(nl, node, ins)
     lower = ELEMENTWISE.get(node.op)
     if lower is None:
         raise VerilogEmitError(f"the Verilog back end has no lowering for '{node.op}'")
