@@ -15,17 +15,12 @@ failed, or an internal error; 4 a required target is unavailable; 5 nothing to r
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
-import hmac
 import io
 import json
 import os
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -34,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-import keracheck
 from kera import files, keg
 from kera.dtypes import from_numpy
 from kera.files import LoadError, load_graph
@@ -42,6 +36,11 @@ from kera.ir import Function, Graph
 from keracheck import inputs as inputs_mod
 from keracheck.backend import declines
 from keracheck.compare import diff_outputs
+from keracheck.progress import Phases
+from keracheck.result_cache import ResultCache as ResultCache
+from keracheck.result_cache import default_cache_dir as default_cache_dir
+from keracheck.result_cache import plugin_digest as plugin_digest
+from keracheck.result_cache import source_digest as source_digest
 from keracheck.targets import Target, default_ids, known_specs, resolve_all
 from keracheck.worker import Job, JobResult, run_isolated
 
@@ -187,205 +186,6 @@ def _versions(t: Target) -> dict[str, str]:
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-_SOURCE_DIGEST: str | None = None
-
-
-def source_digest() -> str:
-    """Digest of the kera and keracheck sources: any code change invalidates cached results."""
-    global _SOURCE_DIGEST
-    if _SOURCE_DIGEST is None:
-        import kera
-
-        h = hashlib.sha256()
-        for pkg in (kera, keracheck):
-            root = Path(pkg.__file__ or ".").parent
-            for f in sorted(root.rglob("*")):
-                if f.suffix in (".py", ".v", ".mjs", ".c", ".h") and f.is_file():
-                    h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-        _SOURCE_DIGEST = h.hexdigest()
-    return _SOURCE_DIGEST
-
-
-class ResultCache:
-    """Outputs cached by (fingerprint, target, target version, plugin source, inputs, source
-    digest).
-
-    An entry is trusted only when it proves itself: it carries an HMAC-SHA256, under a key
-    kept beside the cache (``.key``, mode 0600, made on first use), of its cache key, its
-    metadata and every output's dtype, shape and bytes, and its outputs must have exactly the
-    dtypes and shapes the function's results need for the case's rows.  Anything else — a
-    flipped byte, a truncated or empty file, bad metadata, an entry written by someone without
-    the key, outputs of the wrong shape — is a miss: the case runs again and the entry is
-    rewritten.  Writes go to a unique temporary name and are renamed into place, so two
-    writers of one key never leave a half-written entry.  A cache that cannot be read or
-    written only costs speed.
-    """
-
-    def __init__(self, root: str) -> None:
-        self.root = Path(root)
-        self._secret: bytes | None = None
-
-    def secret(self) -> bytes | None:
-        if self._secret is None:
-            self._secret = _cache_secret(self.root)
-        return self._secret
-
-    def key(self, case: Case, target: str, versions: Mapping[str, str], spec: str) -> str:
-        h = hashlib.sha256()
-        for part in (
-            case.fingerprint,
-            target,
-            spec,
-            plugin_digest(spec),
-            json.dumps(dict(versions), sort_keys=True),
-            source_digest(),
-        ):
-            h.update(part.encode() + b"\0")
-        for name in sorted(case.inputs):
-            h.update(name.encode() + b"\0" + inputs_mod.digest(case.inputs[name]).encode())
-        return h.hexdigest()
-
-    def _path(self, key: str) -> Path:
-        return self.root / f"{key[:2]}/{key}.npz"
-
-    def _mac(self, key: str, meta: Mapping[str, Any], outs: Sequence[Array]) -> str | None:
-        secret = self.secret()
-        if secret is None:
-            return None
-        m = hmac.new(secret, b"keracheck-result/v2\0" + key.encode() + b"\0", "sha256")
-        m.update(json.dumps(dict(meta), sort_keys=True).encode() + b"\0")
-        for a in outs:
-            m.update(f"{a.dtype.str}{list(a.shape)}\0".encode())
-            m.update(np.ascontiguousarray(a).tobytes())
-        return m.hexdigest()
-
-    def get(
-        self, key: str, fn: Function | None = None, rows: int | None = None
-    ) -> JobResult | None:
-        """The entry of ``key`` if it is intact and authentic (and, given ``fn`` and ``rows``,
-        shaped like ``fn``'s results); else None."""
-        try:
-            with open(self._path(key), "rb") as f, np.load(f, allow_pickle=False) as z:
-                meta = json.loads(bytes(z["meta"]).decode())
-                mac = bytes(z["mac"]).decode()
-                outs = [z[f"out{k}"] for k in range(int(meta["count"]))]
-            want = self._mac(key, meta, outs)
-            if want is None or not hmac.compare_digest(mac, want):
-                return None
-            if fn is not None and not _shaped_like(fn, outs, rows):
-                return None
-            return JobResult(
-                "ok", outputs=[outs], loaded=meta["loaded"], artifacts=dict(meta["artifacts"])
-            )
-        except Exception:  # any damage at all is a miss, never an abort
-            return None
-
-    def put(self, key: str, res: JobResult) -> None:
-        if res.status != "ok" or len(res.outputs) != 1:
-            return
-        path = self._path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            meta = {"count": len(res.outputs[0]), "loaded": res.loaded, "artifacts": res.artifacts}
-            mac = self._mac(key, meta, res.outputs[0])
-            if mac is None:
-                return
-            arrays = {f"out{k}": a for k, a in enumerate(res.outputs[0])}
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}-", suffix=".npz")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    np.savez(
-                        f,
-                        meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-                        mac=np.frombuffer(mac.encode(), np.uint8),
-                        **arrays,  # type: ignore[arg-type]
-                    )
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError:
-            pass  # a cache that cannot be written only costs speed
-
-
-def _shaped_like(fn: Function, outs: Sequence[Array], rows: int | None) -> bool:
-    if len(outs) != len(fn.results):
-        return False
-    for a, r in zip(outs, fn.results, strict=True):
-        if a.dtype != r.dtype.np or a.shape[1:] != r.shape or a.ndim != len(r.shape) + 1:
-            return False
-        if rows is not None and a.shape[0] != rows:
-            return False
-    return True
-
-
-def _cache_secret(root: Path) -> bytes | None:
-    """The cache's HMAC key: read, or made once (0600, O_EXCL so concurrent first runs agree)."""
-    path = root / ".key"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(32).hex().encode())
-        for _ in range(50):  # another process may be between creating and writing it
-            data = path.read_bytes().strip()
-            if len(data) == 64:
-                return bytes.fromhex(data.decode())
-            time.sleep(0.01)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-_PLUGIN_DIGESTS: dict[str, str] = {}
-
-
-def plugin_digest(spec: str) -> str:
-    """Digest of the source a plugin spec runs (a ``file.py`` or the module's file or package),
-    so editing a plugin invalidates its cached results even if its ``versions()`` does not
-    change.  Built-in targets are covered by :func:`source_digest`."""
-    if spec in _PLUGIN_DIGESTS:
-        return _PLUGIN_DIGESTS[spec]
-    mod, _, _ = spec.rpartition(":")
-    digest = ""
-    try:
-        if mod.endswith(".py"):
-            files = [Path(mod)]
-        elif mod.split(".")[0] in ("keracheck", "kera"):
-            files = []
-        else:
-            import importlib.util
-
-            found = importlib.util.find_spec(mod)
-            origin = Path(found.origin) if found and found.origin else None
-            if origin is None:
-                files = []
-            elif origin.name == "__init__.py":
-                files = sorted(origin.parent.rglob("*.py"))
-            else:
-                files = [origin]
-        h = hashlib.sha256()
-        for f in files:
-            h.update(str(f).encode() + b"\0" + f.read_bytes())
-        digest = h.hexdigest() if files else ""
-    except Exception:
-        digest = "unreadable"
-    _PLUGIN_DIGESTS[spec] = digest
-    return digest
-
-
-def default_cache_dir() -> str:
-    base = os.environ.get("KERACHECK_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "keracheck"
-    )
-    return os.path.join(base, "results")
-
-
 # ------------------------------------------------------------------------------ running
 
 
@@ -405,7 +205,9 @@ def run_target(
             out[case.key] = "unsupported: " + ", ".join(missing)
             continue
         if cache is not None:
-            keys[case.key] = cache.key(case, target.id, versions, target.spec)
+            keys[case.key] = cache.key(
+                case.fingerprint, case.inputs, target.id, versions, target.spec
+            )
             rows = next(iter(case.inputs.values())).shape[0] if case.inputs else 1
             hit = cache.get(keys[case.key], case.fn, rows)
             if hit is not None:  # a declined case never ran, so it is never cached
@@ -482,61 +284,6 @@ def run_cases(
     code = exit_code(doc)
     doc["summary"]["exitCode"] = code
     return doc, code
-
-
-class Phases:
-    """Progress of the per-target phases: a line when each starts and ends, and while any
-    runs, a line every ``every`` seconds naming those still running and for how long — so a
-    first run (minutes of compiling and simulating) is never silent, terminal or not."""
-
-    def __init__(self, report: Callable[[str], None] | None, every: float) -> None:
-        self.report = report
-        self.every = every
-        self.t0 = time.monotonic()
-        self.running: dict[str, float] = {}
-        self.finished = 0
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.thread: threading.Thread | None = None
-
-    def say(self, msg: str) -> None:
-        if self.report is not None:
-            self.report(f"[{time.monotonic() - self.t0:6.1f}s] {msg}")
-
-    def __enter__(self) -> Phases:
-        if self.report is not None and self.every > 0:
-            self.thread = threading.Thread(target=self._beat, daemon=True)
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join()
-
-    def _beat(self) -> None:
-        while not self.stop.wait(self.every):
-            now = time.monotonic()
-            with self.lock:
-                busy = [f"{t} ({now - s:.0f} s)" for t, s in self.running.items()]
-                finished = self.finished
-            if busy:
-                self.say(f"still running: {', '.join(busy)}; {finished} targets finished")
-
-    def start(self, tid: str) -> None:
-        with self.lock:
-            self.running[tid] = time.monotonic()
-
-    def done(self, tid: str, results: Mapping[str, JobResult | str]) -> None:
-        with self.lock:
-            began = self.running.pop(tid, time.monotonic())
-            self.finished += 1
-        counts: dict[str, int] = {}
-        for r in results.values():
-            status = "unsupported" if isinstance(r, str) else r.status
-            counts[status] = counts.get(status, 0) + 1
-        tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-        self.say(f"{tid}: finished in {time.monotonic() - began:.1f} s ({tally or 'no cases'})")
 
 
 def _now() -> str:

@@ -137,9 +137,9 @@ def test_editing_a_plugin_invalidates_its_results(tmp_path: Path) -> None:
     shutil.copy(PLUGINS, plugin)
     first = plugin_digest(f"{plugin}:Clone")
     assert first and plugin_digest("keracheck.targets.ref:RefBackend") == ""
-    from keracheck import harness
+    from keracheck import result_cache
 
-    harness._PLUGIN_DIGESTS.clear()
+    result_cache._PLUGIN_DIGESTS.clear()
     plugin.write_text(plugin.read_text() + "\n# edited\n")
     assert plugin_digest(f"{plugin}:Clone") != first
 

@@ -43,19 +43,24 @@ _TOKEN = re.compile(
     |(->|<<|>>|==|!=|<=|>=|&&|\|\||[(){}\[\],;:.=+\-*%&|^~!<>])  # 3 punctuation
     |((?<=\.)[0-9]+)                                     # 4 field number after '.'
     |(0[xXbBoO][0-9A-Za-z_]*)                            # 5 radix number (+suffix)
-    |([0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*+
-         (?:\.[0-9](?:[eE][+-][0-9]|[0-9A-Za-z_])*+)?)   # 6 decimal number (+suffix)
+    |([0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?
+         (?:\.[0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?)?)  # 6 decimal (+suffix)
     |(//[^\n]*)                                          # 7 line comment
-    |(/\*[^*]*(?:\*+[^*/][^*]*)*+(?:\*+/)?)              # 8 block comment
+    |(/\*.*?(?:\*/|\Z))                                  # 8 block comment
     |(/)                                                 # 9 slash
-    |((?:[^\x20-\x7e\t\r\n]|["\#$'?@\\`])++)             # 10 error run
+    |([^\t\r\n !%&(->A-\[\]^_a-~]+)                       # 10 error run
     |(.)                                                 # 11 anything else (defensive)
     """,
     re.VERBOSE | re.DOTALL,
 )
-# The loops over groups are possessive (*+, ++): they never need to give back an iteration
-# (what follows each is optional), and without it re keeps a backtracking state per
-# iteration — ~140 bytes per character, so a 10 MB literal or comment took gigabytes.
+# No token pattern repeats a group: re keeps backtracking state per iteration of a repeated
+# group (~140 bytes per character), so `(?:[eE][+-][0-9]|[0-9A-Za-z_])*` made a 10 MB literal
+# take 3 GB, and the old comment and error-run forms did the same for comments and stray bytes.
+# A number is a run of one class with at most one "e+"/"e-" per part, taken by a lookbehind
+# (a second sign starts a new token: "1e+5e-6" is the malformed "1e+5e", "-", "6"); a comment is a lazy run
+# to the first "*/" (or the end); an error run is one class (printable ASCII except
+# " # $ ' ? @ \ `, and the whitespace the lexer accepts, excluded).  Possessive `*+` would also
+# do, but CPython 3.11.2 — Debian 12's Python — mis-matches possessive groups.
 _WS, _IDENT, _PUNCT, _FIELD, _RADIX, _DEC, _LINE, _BLOCK, _SLASH, _ERR = range(1, 11)
 
 _SUFFIXES = ("i32", "i64", "u32", "u64", "f32", "f64")
