@@ -9,8 +9,7 @@ Set ``KERA_UPDATE_GOLDEN=1`` to rewrite the golden files after an intended codeg
 from __future__ import annotations
 
 import itertools
-import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from keracheck.runners.ptxas import Ptxas
 from keracheck.targets.ptx import PtxEmuAdversarialBackend, PtxEmuBackend
 
 Array = np.ndarray[Any, Any]
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "ptx"
 
 F32_SPECIALS = [
     0x00000000, 0x80000000, 0x3F800000, 0xBF800000, 0x3FC00000, 0xC0200000, 0x40200000,
@@ -221,14 +219,8 @@ def golden_graphs() -> dict[str, Function]:
 
 
 @pytest.mark.parametrize("name", sorted(golden_graphs()))
-def test_golden_ptx(name: str) -> None:
-    text = emit(golden_graphs()[name])
-    path = GOLDEN / f"{name}.ptx"
-    if os.environ.get("KERA_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert path.exists(), f"missing golden file {path}: run with KERA_UPDATE_GOLDEN=1"
-    assert text == path.read_text()
+def test_golden_ptx(name: str, golden: Callable[[str, str], None]) -> None:
+    golden(f"ptx/{name}.ptx", emit(golden_graphs()[name]))
 
 
 CORPORA = Path(__file__).resolve().parents[2] / "corpora"

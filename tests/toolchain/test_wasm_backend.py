@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,6 @@ pytestmark = pytest.mark.toolchain
 Array = np.ndarray[Any, Any]
 Case = tuple[Function, dict[str, Array]]
 TARGETS = {"wasm": WasmBackend, "wasm-simd": WasmSimdBackend, "wasm-node": WasmNodeBackend}
-GOLDEN = Path(__file__).parent.parent / "golden" / "wasm"
 DTYPES = list(DType)
 NUMERIC = [DType.F32, DType.F64, DType.I32, DType.I64, DType.U32, DType.U64]
 
@@ -329,14 +328,10 @@ def golden_fn(name: str) -> Function:
 
 @pytest.mark.parametrize("simd", [False, True], ids=["scalar", "simd"])
 @pytest.mark.parametrize("name", GOLDEN_GRAPHS)
-def test_golden_wat(name: str, simd: bool) -> None:
+def test_golden_wat(name: str, simd: bool, golden: Callable[[str, str], None]) -> None:
     """The emitted text for a few small graphs; regenerate with KERA_UPDATE_GOLDEN=1."""
-    path = GOLDEN / f"{name}{'.simd' if simd else ''}.wat"
     text = emit_wat(golden_fn(name), simd=simd)
-    if os.environ.get("KERA_UPDATE_GOLDEN"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text()
+    golden(f"wasm/{name}{'.simd' if simd else ''}.wat", text)
     wasmtime = pytest.importorskip("wasmtime")
     assert wasmtime.wat2wasm(text) == compile_functions(golden_fn(name), simd).wasm
 
