@@ -93,64 +93,81 @@ class _Writer:
         self.prev = K.BLOCK_COMMENT
 
 
-def format_events(tokens: Tokens, events: list[Event]) -> bytes:
-    kinds, starts, data = tokens.kinds, tokens.starts, tokens.data
-    w = _Writer()
-    stack: list[int] = []
-    ti = 0
-    n = len(kinds)
+class _Formatter:
+    """Walks the parser's events, writing each token with the spacing and line breaks of the
+    canonical layout and keeping every comment."""
 
-    def trivia() -> int:
+    def __init__(self, tokens: Tokens) -> None:
+        self.kinds, self.starts, self.data = tokens.kinds, tokens.starts, tokens.data
+        self.w = _Writer()
+        self.stack: list[int] = []
+        self.ti = 0
+
+    def trivia(self) -> int:
         """Emit the comments before the next significant token; returns newlines seen last."""
-        nonlocal ti
+        kinds, starts, data, n = self.kinds, self.starts, self.data, len(self.kinds)
         newlines = 0
-        while ti < n and kinds[ti] in TRIVIA:
+        while self.ti < n and kinds[self.ti] in TRIVIA:
+            ti = self.ti
             text = data[starts[ti] : starts[ti + 1]]
             if kinds[ti] == K.WHITESPACE:
                 newlines += text.count(b"\n")
             else:
                 nxt = data[starts[ti + 1] : starts[ti + 2]] if ti + 1 < n else b"\n"
                 nl_after = kinds[ti + 1] == K.WHITESPACE and b"\n" in nxt if ti + 1 < n else True
-                w.comment(text, newlines > 0, newlines > 1, nl_after)
+                self.w.comment(text, newlines > 0, newlines > 1, nl_after)
                 newlines = 0
-            ti += 1
+            self.ti += 1
         return newlines
 
+    def start(self, kind: int) -> None:
+        parent = self.stack[-1] if self.stack else -1
+        if kind == K.FN_DEF and parent == K.SOURCE_FILE:
+            self.w.request(2)
+        elif parent == K.BLOCK:
+            self.w.request(1)
+        self.stack.append(kind)
+
+    def token(self) -> None:
+        """Emit the next significant token (and the comments before it)."""
+        w, kinds = self.w, self.kinds
+        j = self.ti
+        while kinds[j] in TRIVIA:
+            j += 1
+        tok = kinds[j]
+        parent = self.stack[-1]
+        closes_block = parent == K.BLOCK and tok == K.R_BRACE
+        if closes_block:
+            w.request(1)
+        newlines = self.trivia()
+        if closes_block:
+            w.indent -= 1
+            w.request(1)
+        if newlines and not w.brk and tok not in _JOIN_BEFORE:
+            w.brk = 1  # a line break the author put inside an expression is kept
+        space = _space(w.prev, w.prev_parent, tok, parent)
+        closer = tok in (K.R_PAREN, K.R_BRACK)
+        w.emit(
+            self.data[self.starts[self.ti] : self.starts[self.ti + 1]], space, newlines > 1, closer
+        )
+        w.prev, w.prev_parent = tok, parent
+        if parent == K.BLOCK and tok == K.L_BRACE:
+            w.indent += 1
+        self.ti += 1
+
+
+def format_events(tokens: Tokens, events: list[Event]) -> bytes:
+    f = _Formatter(tokens)
     for tag, kind, _ in events:
         if tag == START:
-            parent = stack[-1] if stack else -1
-            if kind == K.FN_DEF and parent == K.SOURCE_FILE:
-                w.request(2)
-            elif parent == K.BLOCK:
-                w.request(1)
-            stack.append(kind)
+            f.start(kind)
         elif tag == FINISH:
-            stack.pop()
+            f.stack.pop()
         elif tag == TOKEN:
-            j = ti
-            while kinds[j] in TRIVIA:
-                j += 1
-            tok = kinds[j]
-            parent = stack[-1]
-            closes_block = parent == K.BLOCK and tok == K.R_BRACE
-            if closes_block:
-                w.request(1)
-            newlines = trivia()
-            if closes_block:
-                w.indent -= 1
-                w.request(1)
-            if newlines and not w.brk and tok not in _JOIN_BEFORE:
-                w.brk = 1  # a line break the author put inside an expression is kept
-            space = _space(w.prev, w.prev_parent, tok, parent)
-            closer = tok in (K.R_PAREN, K.R_BRACK)
-            w.emit(data[starts[ti] : starts[ti + 1]], space, newlines > 1, closer)
-            w.prev, w.prev_parent = tok, parent
-            if parent == K.BLOCK and tok == K.L_BRACE:
-                w.indent += 1
-            ti += 1
-    w.request(1)
-    trivia()
-    return b"".join(w.out) + (b"\n" if w.out else b"")
+            f.token()
+    f.w.request(1)
+    f.trivia()
+    return b"".join(f.w.out) + (b"\n" if f.w.out else b"")
 
 
 def format_bytes(data: bytes) -> bytes | None:
