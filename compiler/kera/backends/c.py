@@ -100,7 +100,6 @@ ISAS: dict[str, Isa] = {
     "neon": Isa("neon", 4, ("-march=armv8-a",), "aarch64"),
 }
 
-SUPPORTED = frozenset(op.value for op in Op)
 OK, E_FPENV, E_NOMEM = 0, 1, 2
 
 # ---------------------------------------------------------------------------- dtype tables
@@ -393,92 +392,97 @@ _DIVREM_I = """\
     return RESULT;"""
 
 
-def _float_body(op: Op) -> str:
-    if op in _ARITH:
-        return f"    return a {_ARITH[op]} b;"
-    if op in _CMP:
-        return f"    return K_CVT($C(a, {_CMP[op]}, b) & 1u, ku8);"
-    if op in _RINT_PICK:
-        return _rint_body(op)
-    if op in (Op.MIN, Op.MAX):
-        rel, zero = ("<", "|") if op is Op.MIN else (">", "&")
-        return _MINMAX.replace("REL", rel).replace("ZERO", zero)
-    if op not in _FLOAT_SIMPLE:
-        raise ValueError(f"{op} is not defined on floats")
-    return "    return " + _FLOAT_SIMPLE[op] + ";"
+# ---------------------------------------------------------------------------- helpers
+# One row per elementwise op: the body of its helper ``k_<op>_<dtype>`` for each kind of dtype
+# ("f" float, "i" signed, "u" unsigned integer, "b" bool; "n" stands for both integer kinds),
+# before the $-fields of ``_fields`` are substituted.  A kind an op has no row for is one the
+# typing rules never let it meet.
 
 
-_FLOAT_SIMPLE = {
-    Op.NEG: "k_float_$d(k_bits_$d(a) ^ $SIGN)",  # sign-bit ops keep NaN payloads
-    Op.ABS: "k_float_$d(k_bits_$d(a) & $ABS)",
-    Op.COPYSIGN: "k_float_$d((k_bits_$d(a) & $ABS) | (k_bits_$d(b) & $SIGN))",
-    Op.SQRT: "K_MAP1($V, $SQRT, a)",
-    Op.FMA: "K_MAP3($V, $FMA, a, b, c)",  # C99 fma: one rounding
-    Op.SELECT: "k_sel_$d(0u - K_CVT(c, $U), a, b)",
+def _ret(expr: str) -> str:
+    return f"    return {expr};"
+
+
+def _cmp(rel: str, signed: bool = False) -> str:
+    a, b = ("k_signed_$d(a)", "k_signed_$d(b)") if signed else ("a", "b")
+    return _ret(f"K_CVT($C({a}, {rel}, {b}) & 1u, ku8)")
+
+
+def _minmax_float(op: Op) -> str:
+    rel, zero = ("<", "|") if op is Op.MIN else (">", "&")
+    return _MINMAX.replace("REL", rel).replace("ZERO", zero)
+
+
+def _minmax_int(op: Op, signed: bool) -> str:
+    rel = "<" if op is Op.MIN else ">"
+    a, b = ("k_signed_$d(a)", "k_signed_$d(b)") if signed else ("a", "b")
+    return f"    $U m = $C({a}, {rel}, {b});\n    return (a & m) | (b & ~m);"
+
+
+def _divrem(op: Op, signed: bool) -> str:
+    result = "q & ~z" if op is Op.DIV else "(q & ~z) | (a & z)"
+    if signed:
+        return _DIVREM_I.replace("OP", "/" if op is Op.DIV else "%").replace("RESULT", result)
+    if op is Op.REM:
+        return _DIVREM_U.replace("a / ", "a % ").replace("RESULT", result)
+    return _DIVREM_U.replace("RESULT", result)
+
+
+_SELECT = _ret("k_sel_$d(0u - K_CVT(c, $U), a, b)")
+
+HELPER_BODY: dict[Op, dict[str, str]] = {
+    **{op: {"f": _ret(f"a {sym} b"), "n": _ret(f"a {sym} b")} for op, sym in _ARITH.items()},
+    Op.DIV: {"f": _ret("a / b"), "i": _divrem(Op.DIV, True), "u": _divrem(Op.DIV, False)},
+    Op.REM: {"i": _divrem(Op.REM, True), "u": _divrem(Op.REM, False)},
+    **{
+        op: {"f": _cmp(rel), "i": _cmp(rel, signed=True), "u": _cmp(rel)}
+        for op, rel in _CMP.items()
+    },
+    Op.EQ: {
+        "f": _cmp("=="),
+        "i": _cmp("==", True),
+        "u": _cmp("=="),
+        "b": _ret("(ku8)(a ^ b ^ 1u)"),
+    },
+    Op.NE: {"f": _cmp("!="), "i": _cmp("!=", True), "u": _cmp("!="), "b": _ret("(ku8)(a ^ b)")},
+    **{
+        op: {"f": _minmax_float(op), "i": _minmax_int(op, True), "u": _minmax_int(op, False)}
+        for op in (Op.MIN, Op.MAX)
+    },
+    Op.NEG: {"f": _ret("k_float_$d(k_bits_$d(a) ^ $SIGN)"), "n": _ret("0u - a")},
+    Op.ABS: {
+        "f": _ret("k_float_$d(k_bits_$d(a) & $ABS)"),  # sign-bit ops keep NaN payloads
+        "i": "    $U m = $C(k_signed_$d(a), <, K_SPLAT($S, 0));\n"
+        "    return (a ^ m) - m;  /* wraps: |MIN| = MIN */",
+        "u": _ret("a"),
+    },
+    Op.COPYSIGN: {"f": _ret("k_float_$d((k_bits_$d(a) & $ABS) | (k_bits_$d(b) & $SIGN))")},
+    Op.SQRT: {"f": _ret("K_MAP1($V, $SQRT, a)")},
+    Op.FMA: {"f": _ret("K_MAP3($V, $FMA, a, b, c)")},  # C99 fma: one rounding
+    **{op: {"f": _rint_body(op)} for op in _RINT_PICK},
+    Op.NOT: {"n": _ret("~a"), "b": _ret("(ku8)(a ^ 1u)")},
+    **{op: {"n": _ret(f"a {sym} b"), "b": _ret(f"(ku8)(a {sym} b)")} for op, sym in _BITOP.items()},
+    Op.SHL: {"n": _ret("a << (b & $W1)")},  # the amount is reduced mod the width
+    Op.SHR: {
+        # arithmetic shift from logical ones: ((a ^ g) >> s) ^ g
+        "i": "    $U g = 0u - (a >> $TOP);\n    return ((a ^ g) >> (b & $W1)) ^ g;",
+        "u": _ret("a >> (b & $W1)"),
+    },
+    Op.SELECT: {"f": _SELECT, "n": _SELECT, "b": _ret("k_sel_$d((ku8)(0u - c), a, b)")},
 }
 
 
-def _int_body(op: Op, signed: bool) -> str:
-    sv = "k_signed_$d({})" if signed else "{}"
-    if op in _CMP:
-        return f"    return K_CVT($C({sv.format('a')}, {_CMP[op]}, {sv.format('b')}) & 1u, ku8);"
-    if op in (Op.MIN, Op.MAX):
-        rel = "<" if op is Op.MIN else ">"
-        m = f"$C({sv.format('a')}, {rel}, {sv.format('b')})"
-        return f"    $U m = {m};\n    return (a & m) | (b & ~m);"
-    if op in (Op.DIV, Op.REM):
-        result = "q & ~z" if op is Op.DIV else "(q & ~z) | (a & z)"
-        if signed:
-            body = _DIVREM_I.replace("OP", "/" if op is Op.DIV else "%")
-            return body.replace("RESULT", result)
-        if op is Op.REM:
-            return _DIVREM_U.replace("a / ", "a % ").replace("RESULT", result)
-        return _DIVREM_U.replace("RESULT", result)
-    if op is Op.SHR and signed:  # arithmetic shift from logical ones: ((a ^ g) >> s) ^ g
-        return "    $U g = 0u - (a >> $TOP);\n    return ((a ^ g) >> (b & $W1)) ^ g;"
-    if op is Op.ABS and signed:
-        return (
-            "    $U m = $C(k_signed_$d(a), <, K_SPLAT($S, 0));\n"
-            "    return (a ^ m) - m;  /* wraps: |MIN| = MIN */"
-        )
-    return "    return " + _INT_SIMPLE[op] + ";"
-
-
-_INT_SIMPLE = {
-    Op.NEG: "0u - a",
-    Op.ABS: "a",  # unsigned
-    Op.NOT: "~a",
-    Op.ADD: "a + b",
-    Op.SUB: "a - b",
-    Op.MUL: "a * b",
-    Op.AND: "a & b",
-    Op.OR: "a | b",
-    Op.XOR: "a ^ b",
-    Op.SHL: "a << (b & $W1)",  # the amount is reduced mod the width
-    Op.SHR: "a >> (b & $W1)",  # unsigned: logical
-    Op.SELECT: "k_sel_$d(0u - K_CVT(c, $U), a, b)",
-}
-
-_BOOL_SIMPLE = {
-    Op.NOT: "(ku8)(a ^ 1u)",
-    Op.AND: "(ku8)(a & b)",
-    Op.OR: "(ku8)(a | b)",
-    Op.XOR: "(ku8)(a ^ b)",
-    Op.EQ: "(ku8)(a ^ b ^ 1u)",
-    Op.NE: "(ku8)(a ^ b)",
-    Op.SELECT: "k_sel_$d((ku8)(0u - c), a, b)",
-}
+def _body(op: Op, kind: str) -> str:
+    row = HELPER_BODY.get(op, {})
+    body = row.get(kind) or (row.get("n") if kind in "iu" else None)
+    if body is None:
+        raise ValueError(f"{op} is not defined on kind {kind!r}")
+    return body
 
 
 def _op_helper(op: Op, dt: DType) -> str:
     """The C text of ``k_<op>_<dtype>``."""
-    kind = _kind(dt)
-    if kind == "f":
-        body = _float_body(op)
-    elif kind == "b":
-        body = "    return " + _BOOL_SIMPLE[op] + ";"
-    else:
-        body = _int_body(op, kind == "i")
+    body = _body(op, _kind(dt))
     ret = "ku8" if op in COMPARE else "$V"
     if op is Op.SELECT:
         params = "ku8 c, $V a, $V b"
@@ -1210,6 +1214,9 @@ _LOWER = {
     Op.SLICE: _Lowering.slice,
     Op.CONCAT: _Lowering.concat,
 }
+
+#: every op this back end lowers: the rows of _LOWER, and reshape, an alias of its input
+SUPPORTED = frozenset(op.value for op in (*_LOWER, Op.RESHAPE))
 
 # ---------------------------------------------------------------------------- batch driver
 # A main() for targets run as a process (qemu-user): one binary per batch of cases.
