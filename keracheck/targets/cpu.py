@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends import c
+from kera.backends import c, c_driver
 from kera.interp import batch_size
 from kera.ir import Function
 from keracheck import probe
@@ -54,7 +54,7 @@ _X86_FLAGS = {
 }
 _ERRORS = {c.E_FPENV: "floating-point environment breaks the contract (FTZ/DAZ or rounding mode)"}
 _ERRORS[c.E_NOMEM] = "out of memory for the tile arena"
-_ERRORS[c.E_BADCASE] = "the driver rejected the case"
+_ERRORS[c_driver.E_BADCASE] = "the driver rejected the case"
 
 
 @cache
@@ -341,11 +341,11 @@ class QemuTarget(_CBackend):
 
     def artifacts(self, fn: Function) -> dict[str, str]:
         src = c.emit([fn], isa=self.isa, name=c.c_ident(fn.name))
-        return src.files() | {"main.c": c.emit_driver(src, {_sym(fn): fn})}
+        return src.files() | {"main.c": c_driver.emit_driver(src, {_sym(fn): fn})}
 
     def _build(self, fns: Mapping[str, Function]) -> Path:
         src = c.emit(fns, isa=self.isa)
-        driver = c.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
+        driver = c_driver.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
         flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags, *self.extra]
         files = src.files() | {"main.c": driver}
         return self.gcc.build(files, flags, "static", self.timeout)
@@ -378,13 +378,15 @@ class QemuTarget(_CBackend):
         rows = [(entry, fn, _named_arrays(fn, inp)) for entry, fn, inp in cases]
         with tempfile.TemporaryDirectory(prefix="kera-qemu-") as tmp:
             inp, outp = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-            inp.write_bytes(c.input_file(rows))
+            inp.write_bytes(c_driver.input_file(rows))
             try:
                 self.qemu.run(binary, [str(inp), str(outp)], self.timeout)
                 data = outp.read_bytes()
             except (BackendError, OSError) as e:
                 return [BackendError(str(e)) for _ in cases]
-        parsed = c.read_output_file(data, [(fn, batch_size(fn, inp)) for _, fn, inp in cases])
+        parsed = c_driver.read_output_file(
+            data, [(fn, batch_size(fn, inp)) for _, fn, inp in cases]
+        )
         return [
             list(r) if not isinstance(r, int) else BackendError(f"status {r}: {_ERRORS.get(r)}")
             for r in parsed
