@@ -395,6 +395,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="keracheck", description="Bit-exact cross-target checking of Kera graphs."
     )
+    from kera.version import version_action
+
+    p.add_argument("--version", action=version_action("keracheck"))
     sub = p.add_subparsers(dest="command", required=True)
     commands: list[tuple[str, str, Callable[[argparse.Namespace], int]]] = [
         ("run", "run cases on every target and compare bit for bit", cmd_run),

@@ -103,8 +103,12 @@ def iter_files(paths: Sequence[str]) -> Iterable[tuple[str, str | None]]:
             for f in sorted(path.rglob("*")):
                 if f.is_file() and f.suffix in (".kera", ".keg"):
                     yield str(f), None
-        elif path.is_file():
+        elif path.is_file() and path.suffix in (".kera", ".keg"):
             yield str(path), None
+        elif path.is_file():
+            yield str(path), f"{path}: not a Kera file (expected a .kera source or a .keg graph)"
+        elif path.exists():
+            yield str(path), f"{path}: not a regular file (a FIFO or device?)"
         else:
             yield str(path), f"{path}: no such file or directory"
 
@@ -174,6 +178,15 @@ def select_targets(opts: Options) -> tuple[list[Target], list[str]]:
     ids = list(dict.fromkeys([*ids, *opts.plugins, *opts.require]))
     unknown = [t for t in ids if t not in specs]
     return resolve_all([(t, specs[t]) for t in ids if t in specs]), unknown
+
+
+def unknown_target(tid: str, specs: Iterable[str]) -> str:
+    """'unknown target ...' with the closest known id, if one is close."""
+    import difflib
+
+    close = difflib.get_close_matches(tid, list(specs), 1)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown target '{tid}'{hint} (see 'keracheck targets')"
 
 
 def _versions(t: Target) -> dict[str, str]:
@@ -246,7 +259,7 @@ def run_cases(
     targets, unknown = select_targets(opts)
     errors = list(collected.errors)
     for tid in unknown:
-        errors.append({"path": "", "message": f"unknown target '{tid}' (see 'keracheck targets')"})
+        errors.append({"path": "", "message": unknown_target(tid, known_specs())})
     by_id = {t.id: t for t in targets}
     for req in opts.require:
         t = by_id.get(req)
@@ -469,12 +482,9 @@ def fix_hint(reason: str | None) -> str | None:
 
 
 def keracheck_version() -> str:
-    try:
-        import importlib.metadata
+    from kera.version import package_version
 
-        return importlib.metadata.version("kera")
-    except Exception:
-        return "0.1.0"
+    return package_version()
 
 
 # ------------------------------------------------------------------------------ baseline

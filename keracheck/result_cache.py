@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-import keracheck
+from kera import version
 from kera.ir import Function
 from keracheck import inputs as inputs_mod
 from keracheck.worker import JobResult
@@ -28,23 +28,10 @@ from keracheck.worker import JobResult
 Array = np.ndarray[Any, Any]
 
 
-_SOURCE_DIGEST: str | None = None
-
-
 def source_digest() -> str:
-    """Digest of the kera and keracheck sources: any code change invalidates cached results."""
-    global _SOURCE_DIGEST
-    if _SOURCE_DIGEST is None:
-        import kera
-
-        h = hashlib.sha256()
-        for pkg in (kera, keracheck):
-            root = Path(pkg.__file__ or ".").parent
-            for f in sorted(root.rglob("*")):
-                if f.suffix in (".py", ".v", ".mjs", ".c", ".h") and f.is_file():
-                    h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-        _SOURCE_DIGEST = h.hexdigest()
-    return _SOURCE_DIGEST
+    """Digest of the kera, kera_hdl and keracheck sources (``kera.version``): any code change,
+    RTL cores included, invalidates cached results."""
+    return version.source_digest()
 
 
 class ResultCache:

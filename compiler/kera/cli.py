@@ -124,7 +124,10 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from kera.version import version_action
+
     p = argparse.ArgumentParser(prog="kerac", description="The Kera compiler.")
+    p.add_argument("--version", action=version_action("kerac"))
     p.add_argument(
         "--limit",
         action="append",

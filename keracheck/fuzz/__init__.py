@@ -63,7 +63,9 @@ def select_targets(
     every = {**specs, **plugins}
     unknown = [t for t in order if t not in every]
     if unknown:
-        raise UsageError(f"unknown target '{unknown[0]}' (see 'keracheck targets')")
+        from keracheck.harness import unknown_target
+
+        raise UsageError(unknown_target(unknown[0], every))
     resolved = resolve_all([(t, every[t]) for t in order])
     notes = [f"{t.id}: unavailable: {t.reason}" for t in resolved if not t.available]
     return [t for t in resolved if t.available], notes

@@ -1,0 +1,58 @@
+"""Small things people meet first: --version, did-you-mean for targets, files that are not Kera."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import kera_hdl
+from kera import version
+from kera.cli import main as kerac
+from keracheck.cli import main as keracheck
+
+
+@pytest.mark.parametrize(("cli", "name"), [(kerac, "kerac"), (keracheck, "keracheck")])
+def test_version_names_the_package_and_the_source(
+    cli: object, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = cli(["--version"])  # type: ignore[operator]
+    except SystemExit as e:  # kerac lets argparse exit; keracheck returns the code
+        code = e.code
+    assert code == 0
+    out = capsys.readouterr().out.strip()
+    assert re.fullmatch(rf"{name} \S+ \(source [0-9a-f]{{12}}\)", out), out
+    assert version.source_digest().startswith(out[-13:-1])
+
+
+def test_the_source_digest_covers_the_rtl_cores() -> None:
+    """Cached Verilog results must not survive a change to a core."""
+    rtl = Path(kera_hdl.__file__).parent
+    assert any(rtl.rglob("*.v"))
+    with_rtl = version.digest_of((kera_hdl,))
+    assert with_rtl != version.digest_of(())
+
+
+def test_unknown_target_suggests_the_closest(tmp_path: Path) -> None:
+    src = tmp_path / "a.kera"
+    src.write_text("export fn f(x: f32[4]) -> f32[4] { x + x }\n")
+    out = tmp_path / "o.json"
+    code = keracheck(["run", str(src), "--targets", "ref,cpux", "-q", "--format", "json", "--output", str(out)])  # fmt: skip
+    assert code == 2
+    messages = [e["message"] for e in json.loads(out.read_text())["errors"]]
+    assert "unknown target 'cpux'; did you mean 'cpu'? (see 'keracheck targets')" in messages
+
+
+def test_a_named_file_that_is_not_kera_is_an_input_error(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("export fn f(x: f32) -> f32 { x }\n")
+    out = tmp_path / "o.json"
+    code = keracheck(["run", str(notes), "--targets", "ref", "-q", "--format", "json", "--output", str(out)])  # fmt: skip
+    doc = json.loads(out.read_text())
+    assert code == 2 and doc["summary"]["cases"] == 0
+    assert (
+        "not a Kera file (expected a .kera source or a .keg graph)" in doc["errors"][0]["message"]
+    )
