@@ -208,6 +208,69 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Every target: available or why not (and the fix), its tool versions, and a smoke case —
+    the probe function run through the real harness with a 10 s limit — on each available one.
+    Exit 0 when every available target passes its smoke case, 3 when one does not."""
+    from kera.ir import Graph
+    from keracheck import probe
+    from keracheck.targets import TargetError, known_specs, load_plugin, resolve_all
+
+    specs = known_specs()
+    for spec in args.backend_plugin or []:
+        try:
+            tid, s = load_plugin(spec)
+        except TargetError as e:
+            raise UsageError(str(e)) from None
+        specs[tid] = s
+    targets = resolve_all(list(specs.items()))
+    ready = [t.id for t in targets if t.available]
+    fn, inputs = probe.probe_case()
+    opts = Options(targets=ready, timeout=10.0, cache_dir=None, jobs=os.cpu_count() or 2)
+    opts.plugins = {t.id: t.spec for t in targets if t.id not in harness.BUILTIN_IDS}
+    case = harness.Case("<smoke>", fn.name, fn, _keg_of(Graph([fn])), inputs, "given")
+    doc, _ = harness.run_cases(harness.Collected([case], []), opts) if ready else ({}, 0)
+    smoke = doc["cases"][0]["targets"] if doc.get("cases") else {}
+    rows: list[dict[str, Any]] = []
+    failed = 0
+    for t in targets:
+        entry = smoke.get(t.id, {})
+        if not t.available:
+            state = "unavailable"
+        elif entry.get("status") == "ok":
+            state = f"ok ({entry.get('seconds', 0):.2f} s)"
+        else:
+            failed += 1
+            state = f"SMOKE FAILED: {entry.get('status')}: {entry.get('message')}"
+        rows.append(
+            {
+                "id": t.id,
+                "available": t.available,
+                "smoke": state,
+                "reason": t.reason,
+                "fix": harness.fix_hint(t.reason),
+                "versions": harness._versions(t) if t.available else {},
+            }
+        )
+    if args.format == "json":
+        emit(json.dumps({"schemaVersion": 1, "targets": rows}, indent=2), None)
+    else:
+        width = max(len(r["id"]) for r in rows)
+        for r in rows:
+            versions = ", ".join(f"{k} {v}" for k, v in r["versions"].items())
+            emit(f"{r['id']:<{width}}  {r['smoke']:<16}  {versions or r['reason']}", None)
+            if r["fix"]:
+                emit(f"{'':<{width}}  fix: {r['fix']}", None)
+    return EXIT_CRASH if failed else EXIT_OK
+
+
+def _keg_of(graph: Any) -> bytes:
+    from kera import keg
+
+    data: bytes = keg.dumps(graph)
+    return data
+
+
 def cmd_keygen(args: argparse.Namespace) -> int:
     from keracheck import signing
 
@@ -402,6 +465,7 @@ def parser() -> argparse.ArgumentParser:
     commands: list[tuple[str, str, Callable[[argparse.Namespace], int]]] = [
         ("run", "run cases on every target and compare bit for bit", cmd_run),
         ("targets", "list targets and whether they are available", cmd_targets),
+        ("doctor", "every target's state, tool versions, fix, and a smoke run", cmd_doctor),
         ("keygen", "create an Ed25519 key pair for signed reports", cmd_keygen),
         ("verify", "verify a signed report (.intoto.jsonl)", cmd_verify),
         ("repro", "re-run one case and show its divergence", cmd_repro),
@@ -423,9 +487,9 @@ def parser() -> argparse.ArgumentParser:
         "--key",
         help="private key for --report: a file or env://VAR (unlocked by $KERACHECK_KEY_PASSWORD)",
     )
-    t = sp["targets"]
-    t.add_argument("--format", choices=("text", "json"), default="text")
-    t.add_argument("--backend-plugin", action="append", metavar="SPEC")
+    for name in ("targets", "doctor"):
+        sp[name].add_argument("--format", choices=("text", "json"), default="text")
+        sp[name].add_argument("--backend-plugin", action="append", metavar="SPEC")
     k = sp["keygen"]
     k.add_argument("--out", required=True, help="directory for keracheck.key and keracheck.pub")
     k.add_argument("--password-env", metavar="VAR", help="encrypt the key with the password in VAR")

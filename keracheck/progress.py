@@ -46,7 +46,10 @@ class Phases:
                 busy = [f"{t} ({now - s:.0f} s)" for t, s in self.running.items()]
                 finished = self.finished
             if busy:
-                self.say(f"still running: {', '.join(busy)}; {finished} targets finished")
+                self.say(
+                    f"still running: {', '.join(busy)}; "
+                    f"{finished} target{'' if finished == 1 else 's'} finished"
+                )
 
     def start(self, tid: str) -> None:
         with self.lock:

@@ -27,7 +27,7 @@ from keracheck.backend import API_VERSION, BackendError, Inputs, Outputs
 from keracheck.ptx_emu import GlobalMemory, NanPolicy, PtxError, load, parse
 
 BLOCK = 128
-GPU_INSTALL = "pip install cuda-bindings (the project's [gpu] extra)"
+GPU_INSTALL = "pip install cuda-bindings cuda-core"  # the project's [gpu] extra
 
 
 def _size(shape: tuple[int, ...]) -> int:

@@ -130,3 +130,12 @@ class Sleeper(_Base):
 
         subprocess.run(["sleep", "120"], check=False)
         return interpret(fn, inputs)
+
+
+class Broken(_Base):
+    """Says it is available and then fails every case (for keracheck doctor)."""
+
+    name = "broken"
+
+    def run(self, fn: Any, inputs: Any) -> Any:
+        raise RuntimeError("cannot run anything")
