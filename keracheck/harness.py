@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -360,8 +361,26 @@ def case_document(
         },
         "targets": tdocs,
         "divergences": divergences,
-        "repro": f"keracheck repro {case.fingerprint} {case.path} --targets {','.join(ok) or 'ref'}",
+        "repro": repro_command(case, [t for t, d in tdocs.items() if d["status"] in RAN], opts),
     }
+
+
+RAN = ("ok", "error")  # target statuses that mean the target ran the case
+
+
+def repro_command(case: Case, involved: Sequence[str], opts: Options) -> str:
+    """The command that re-runs this case as this run did: every target that ran it (failing
+    ones included), the plugins among them, and the seed and input count when the inputs were
+    generated (a companion npz is found again by its path)."""
+    targets = list(dict.fromkeys(["ref", *involved])) if "ref" in involved else list(involved)
+    parts = ["keracheck", "repro", case.fingerprint, case.path]
+    parts += ["--targets", ",".join(targets or ["ref"])]
+    for tid in targets:
+        if tid in opts.plugins:
+            parts += ["--backend-plugin", opts.plugins[tid]]
+    if case.input_source == "generated":
+        parts += ["--seed", str(opts.seed), "--inputs", str(opts.n)]
+    return shlex.join(parts)
 
 
 def target_entry(t: Target, res: JobResult | str | None) -> dict[str, Any]:
