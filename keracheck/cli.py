@@ -174,7 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_targets(args: argparse.Namespace) -> int:
+def _all_targets(args: argparse.Namespace) -> list[Any]:
+    """Every known target and each --backend-plugin, resolved (probed) side by side."""
     from keracheck.targets import TargetError, known_specs, load_plugin, resolve_all
 
     specs = known_specs()
@@ -184,8 +185,12 @@ def cmd_targets(args: argparse.Namespace) -> int:
         except TargetError as e:
             raise UsageError(str(e)) from None
         specs[tid] = s
+    return resolve_all(list(specs.items()))
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
-    for t in resolve_all(list(specs.items())):
+    for t in _all_targets(args):
         tid, spec = t.id, t.spec
         ops = sorted(t.backend.supported_ops()) if t.backend is not None else []
         rows.append(
@@ -214,16 +219,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     Exit 0 when every available target passes its smoke case, 3 when one does not."""
     from kera.ir import Graph
     from keracheck import probe
-    from keracheck.targets import TargetError, known_specs, load_plugin, resolve_all
 
-    specs = known_specs()
-    for spec in args.backend_plugin or []:
-        try:
-            tid, s = load_plugin(spec)
-        except TargetError as e:
-            raise UsageError(str(e)) from None
-        specs[tid] = s
-    targets = resolve_all(list(specs.items()))
+    targets = _all_targets(args)
     ready = [t.id for t in targets if t.available]
     fn, inputs = probe.probe_case()
     opts = Options(targets=ready, timeout=10.0, cache_dir=None, jobs=os.cpu_count() or 2)
