@@ -119,3 +119,15 @@ def test_report_formats_escape_hostile_paths(path: str) -> None:
         assert not line.startswith("::error::forged")
     for line in render("text", run).splitlines():
         assert not line.startswith("::error::forged")
+
+
+@given(st.text(alphabet=st.sampled_from(["*", "/", "\\", "\n", "\r", "a", " "]), max_size=40))
+def test_c_comments_cannot_be_closed_from_inside(text: str) -> None:
+    """The C back end's second line of defence: what it puts in a comment cannot end it, even
+    through backslash-newline line splicing."""
+    from kera.backends import c
+
+    body = c._comment(text)
+    spliced = ("/* " + body + " */").replace("\\\n", "")
+    assert spliced.count("*/") == 1 and spliced.endswith("*/")
+    assert "\n" not in body and "\\" not in body

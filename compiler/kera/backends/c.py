@@ -721,7 +721,11 @@ def _pname(p: Node) -> str:
 
 
 def _comment(text: str) -> str:
-    return text.replace("*/", "* /")
+    """``text`` safe inside a C block comment: no ``*/``, and no backslash or line break (a
+    backslash-newline splices lines before comments are seen, so ``*\\`` newline ``/`` would
+    close it).  IR names are identifiers already (``kera.ir.check_name``); this is the second
+    line of defence."""
+    return re.sub(r"[\\\r\n]", " ", text).replace("*/", "* /")
 
 
 def _header(name: str, guard: str, fns: Mapping[str, Function]) -> str:
