@@ -174,6 +174,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def load_run(path: str) -> dict[str, Any]:
+    """A saved ``keracheck run --format json`` document; UsageError naming the file and the
+    position or the missing part when it is not one."""
+    from kera import files
+
+    try:
+        data = files.read_bytes(path)
+    except files.LoadError as e:
+        raise UsageError(str(e)) from None
+    try:
+        doc = json.loads(data)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
+    except (RecursionError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: not JSON ({type(e).__name__})") from None
+    need = ("schemaVersion", "tool", "run", "summary", "targets", "errors", "cases")
+    if not isinstance(doc, dict) or doc.get("schemaVersion") != harness.SCHEMA_VERSION:
+        raise UsageError(f"{path}: not a keracheck run (a JSON object with schemaVersion 1)")
+    missing = [k for k in need if k not in doc]
+    if missing:
+        raise UsageError(f"{path}: not a keracheck run: no {', '.join(missing)}")
+    return doc
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Render a saved JSON run in any format without running anything; the exit code is the
+    run's own, so a saved run can gate a later CI step."""
+    from keracheck.formats import render
+
+    doc = load_run(args.file)
+    try:
+        emit(render(args.format, doc), args.output)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"{args.file}: cannot render as {args.format}: {e!r}") from None
+    code = doc["summary"].get("exitCode")
+    return int(code) if isinstance(code, int) else EXIT_OK
+
+
 def _all_targets(args: argparse.Namespace) -> list[Any]:
     """Every known target and each --backend-plugin, resolved (probed) side by side."""
     from keracheck.targets import TargetError, known_specs, load_plugin, resolve_all
@@ -463,6 +501,7 @@ def parser() -> argparse.ArgumentParser:
         ("run", "run cases on every target and compare bit for bit", cmd_run),
         ("targets", "list targets and whether they are available", cmd_targets),
         ("doctor", "every target's state, tool versions, fix, and a smoke run", cmd_doctor),
+        ("show", "render a saved JSON run in any format, running nothing", cmd_show),
         ("keygen", "create an Ed25519 key pair for signed reports", cmd_keygen),
         ("verify", "verify a signed report (.intoto.jsonl)", cmd_verify),
         ("repro", "re-run one case and show its divergence", cmd_repro),
@@ -484,6 +523,10 @@ def parser() -> argparse.ArgumentParser:
         "--key",
         help="private key for --report: a file or env://VAR (unlocked by $KERACHECK_KEY_PASSWORD)",
     )
+    sh = sp["show"]
+    sh.add_argument("file", help="a run saved with 'keracheck run ... --format json --output FILE'")
+    sh.add_argument("--format", choices=FORMATS, default="text")
+    sh.add_argument("--output", help="write here instead of stdout")
     for name in ("targets", "doctor"):
         sp[name].add_argument("--format", choices=("text", "json"), default="text")
         sp[name].add_argument("--backend-plugin", action="append", metavar="SPEC")
