@@ -79,7 +79,16 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
             baseline = harness.load_baseline(bpath)
         except harness.BaselineError as e:
             raise UsageError(str(e)) from None
+    keyword = None
+    if getattr(args, "keyword", None):
+        from keracheck.select import SelectError, keyword_matcher
+
+        try:
+            keyword = keyword_matcher(args.keyword)
+        except SelectError as e:
+            raise UsageError(str(e)) from None
     return Options(
+        keyword=keyword,
         targets=targets,
         require=require or [],
         plugins=plugins,
@@ -473,6 +482,12 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "--backend-plugin", action="append", metavar="SPEC", help="module:attr or file.py:Class"
     )
     p.add_argument("--baseline", help="accepted divergences (JSON from 'keracheck baseline write')")
+    p.add_argument(
+        "-k",
+        dest="keyword",
+        metavar="EXPR",
+        help="run the cases whose node id (path::function) matches EXPR: words with and/or/not",
+    )
     p.add_argument("--no-cache", action="store_true", help="do not reuse cached target results")
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines on stderr (errors only)"

@@ -42,6 +42,7 @@ from keracheck.result_cache import ResultCache as ResultCache
 from keracheck.result_cache import default_cache_dir as default_cache_dir
 from keracheck.result_cache import plugin_digest as plugin_digest
 from keracheck.result_cache import source_digest as source_digest
+from keracheck.select import node_ids
 from keracheck.targets import Target, default_ids, known_specs, resolve_all
 from keracheck.worker import Job, JobResult, run_isolated
 
@@ -66,6 +67,7 @@ class Options:
     cache_dir: str | None = None
     command: str = "keracheck run"
     progress: Callable[[str], None] | None = None
+    keyword: Callable[[str], bool] | None = None  # -k: which node ids (path::function) run
     heartbeat: float = 10.0  # seconds between "still running" lines while targets run
 
 
@@ -140,10 +142,13 @@ def make_case(path: str, fn: Function, opts: Options, npz: str | None = None) ->
 
 
 def collect(paths: Sequence[str], opts: Options) -> Collected:
+    """The cases under ``paths`` (files, directories, or ``file::function`` node ids), those
+    ``opts.keyword`` selects."""
     cases: list[Case] = []
     errors: list[dict[str, str]] = []
     seen: set[str] = set()
-    for path, err in iter_files(paths):
+    plain, wanted = node_ids(list(paths))
+    for path, err in iter_files(plain):
         if err:
             errors.append({"path": path, "message": err})
             continue
@@ -152,21 +157,37 @@ def collect(paths: Sequence[str], opts: Options) -> Collected:
         except ValueError as e:
             errors.append({"path": path, "message": str(e)})
             continue
+        only = wanted.get(path)
+        for name in sorted((only or set()) - set(graph.functions)):
+            have = ", ".join(graph.functions) or "none"
+            errors.append(
+                {"path": path, "message": f"{path}: no exported function '{name}' (has: {have})"}
+            )
         for fn in graph.functions.values():
-            try:
-                case = make_case(path, fn, opts, companion_npz(path))
-            except inputs_mod.InputFileError as e:
-                errors.append({"path": path, "message": str(e)})
-                continue
-            except MemoryError:
-                errors.append(
-                    {"path": path, "message": f"{path}: '{fn.name}': out of memory for its inputs"}
-                )
-                continue
-            if case.key not in seen:
-                seen.add(case.key)
-                cases.append(case)
+            if (only is None or fn.name in only) and _selected(opts, f"{path}::{fn.name}"):
+                case = _case_or_error(path, fn, opts, errors)
+                if case is not None and case.key not in seen:
+                    seen.add(case.key)
+                    cases.append(case)
     return Collected(cases, errors)
+
+
+def _selected(opts: Options, node_id: str) -> bool:
+    return opts.keyword is None or opts.keyword(node_id)
+
+
+def _case_or_error(
+    path: str, fn: Function, opts: Options, errors: list[dict[str, str]]
+) -> Case | None:
+    try:
+        return make_case(path, fn, opts, companion_npz(path))
+    except inputs_mod.InputFileError as e:
+        errors.append({"path": path, "message": str(e)})
+    except MemoryError:
+        errors.append(
+            {"path": path, "message": f"{path}: '{fn.name}': out of memory for its inputs"}
+        )
+    return None
 
 
 # ------------------------------------------------------------------------------ targets

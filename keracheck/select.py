@@ -1,0 +1,102 @@
+"""Choosing cases the way pytest chooses tests: ``-k EXPR`` and ``path::function`` node ids.
+
+A case's *node id* is ``<path>::<function>``.  ``-k`` takes an expression of words joined by
+``and``, ``or``, ``not`` and parentheses; a word matches when it occurs in the node id
+(case-insensitive): ``-k "softmax or (linalg and not f64)"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+Matcher = Callable[[str], bool]
+_TOKEN = re.compile(r"\(|\)|[^\s()]+")
+
+
+class SelectError(ValueError):
+    """A malformed -k expression."""
+
+
+class _Parser:
+    """Recursive descent over -k tokens: or > and > not > atom."""
+
+    def __init__(self, expr: str) -> None:
+        self.expr = expr
+        self.tokens = _TOKEN.findall(expr)
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        tok = self.peek()
+        if tok is None:
+            raise SelectError(f"-k {self.expr!r}: the expression ends too early")
+        self.pos += 1
+        return tok
+
+    def disjunction(self) -> Matcher:
+        parts = [self.conjunction()]
+        while self.peek() == "or":
+            self.take()
+            parts.append(self.conjunction())
+        return parts[0] if len(parts) == 1 else lambda s: any(p(s) for p in parts)
+
+    def conjunction(self) -> Matcher:
+        parts = [self.negation()]
+        while self.peek() == "and":
+            self.take()
+            parts.append(self.negation())
+        return parts[0] if len(parts) == 1 else lambda s: all(p(s) for p in parts)
+
+    def negation(self) -> Matcher:
+        if self.peek() == "not":
+            self.take()
+            inner = self.negation()
+            return lambda s: not inner(s)
+        return self.atom()
+
+    def atom(self) -> Matcher:
+        tok = self.take()
+        if tok == "(":
+            inner = self.disjunction()
+            if self.take() != ")":
+                raise SelectError(f"-k {self.expr!r}: expected ')'")
+            return inner
+        if tok in (")", "and", "or"):
+            raise SelectError(f"-k {self.expr!r}: unexpected '{tok}'")
+        word = tok.lower()
+        return lambda s: word in s.lower()
+
+
+def keyword_matcher(expr: str) -> Matcher:
+    """The predicate over node ids that ``expr`` describes; SelectError when it is malformed."""
+    parser = _Parser(expr)
+    if not parser.tokens:
+        raise SelectError("-k needs an expression")
+    matcher = parser.disjunction()
+    if parser.pos != len(parser.tokens):
+        raise SelectError(f"-k {expr!r}: unexpected '{parser.tokens[parser.pos]}'")
+    return matcher
+
+
+def node_ids(args: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, set[str] | None]]:
+    """The paths to read, in order, and per path the functions asked for by node id (None:
+    all of them)."""
+    wanted: dict[str, set[str] | None] = {}
+    for arg in args:
+        path, function = split_node_id(arg)
+        if function is None:
+            wanted[path] = None
+        elif wanted.get(path, set()) is not None:
+            chosen = wanted.setdefault(path, set())
+            assert chosen is not None
+            chosen.add(function)
+    return list(wanted), wanted
+
+
+def split_node_id(arg: str) -> tuple[str, str | None]:
+    """``path::function`` -> (path, function); a plain path -> (path, None)."""
+    path, sep, function = arg.rpartition("::")
+    return (path, function) if sep and path else (arg, None)
