@@ -79,14 +79,7 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
             baseline = harness.load_baseline(bpath)
         except harness.BaselineError as e:
             raise UsageError(str(e)) from None
-    keyword = None
-    if getattr(args, "keyword", None):
-        from keracheck.select import SelectError, keyword_matcher
-
-        try:
-            keyword = keyword_matcher(args.keyword)
-        except SelectError as e:
-            raise UsageError(str(e)) from None
+    keyword = _keyword(args)
     return Options(
         keyword=keyword,
         targets=targets,
@@ -105,6 +98,28 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
         command="keracheck " + " ".join(sys.argv[1:]) if sys.argv[1:] else "keracheck run",
         progress=None if getattr(args, "quiet", False) else _progress,
     )
+
+
+def _keyword(args: argparse.Namespace) -> Callable[[str], bool] | None:
+    """-k and --lf as one predicate over node ids (None: every case)."""
+    from keracheck.select import SelectError, keyword_matcher, load_last_failed
+
+    preds: list[Callable[[str], bool]] = []
+    if getattr(args, "keyword", None):
+        try:
+            preds.append(keyword_matcher(args.keyword))
+        except SelectError as e:
+            raise UsageError(str(e)) from None
+    if getattr(args, "last_failed", False):
+        failed = load_last_failed()
+        if failed:
+            _progress(f"--lf: running the {len(failed)} cases that did not agree last time")
+            preds.append(failed.__contains__)
+        else:
+            _progress("--lf: no failed cases recorded; running every case")
+    if not preds:
+        return None
+    return lambda nid: all(p(nid) for p in preds)
 
 
 def emit(text: str, output: str | None) -> None:
@@ -155,6 +170,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     doc, code = harness.run(args.paths, opts)
     if "message" in doc["summary"]:
         _err(doc["summary"]["message"])
+    from keracheck.select import save_last_failed
+
+    save_last_failed(doc["cases"])
     if args.report:
         if not args.key:
             raise UsageError(
@@ -482,6 +500,13 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "--backend-plugin", action="append", metavar="SPEC", help="module:attr or file.py:Class"
     )
     p.add_argument("--baseline", help="accepted divergences (JSON from 'keracheck baseline write')")
+    p.add_argument(
+        "--lf",
+        "--last-failed",
+        dest="last_failed",
+        action="store_true",
+        help="run only the cases that diverged or errored last time (all when none did)",
+    )
     p.add_argument(
         "-k",
         dest="keyword",

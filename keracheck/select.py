@@ -2,13 +2,17 @@
 
 A case's *node id* is ``<path>::<function>``.  ``-k`` takes an expression of words joined by
 ``and``, ``or``, ``not`` and parentheses; a word matches when it occurs in the node id
-(case-insensitive): ``-k "softmax or (linalg and not f64)"``.
+(case-insensitive): ``-k "softmax or (linalg and not f64)"``.  ``--lf`` reruns the cases that
+diverged or errored in earlier runs (recorded in ``.keracheck/lastfailed.json``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 Matcher = Callable[[str], bool]
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
@@ -94,6 +98,36 @@ def node_ids(args: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, se
             assert chosen is not None
             chosen.add(function)
     return list(wanted), wanted
+
+
+LAST_FAILED = Path(".keracheck") / "lastfailed.json"
+FAILED_VERDICTS = ("diverge", "error")
+
+
+def load_last_failed(path: Path = LAST_FAILED) -> set[str]:
+    """Node ids that did not agree in earlier runs (empty when none are recorded)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    ids = data.get("nodeIds") if isinstance(data, dict) else None
+    return {str(x) for x in ids} if isinstance(ids, list) else set()
+
+
+def save_last_failed(cases: list[dict[str, Any]], path: Path = LAST_FAILED) -> None:
+    """Merge a run into the record, as pytest's --lf does: cases that ran and did not fail
+    leave it, cases that diverged or errored join it."""
+    from kera.files import write_atomic
+
+    ran = {f"{c['path']}::{c['function']}": c["verdict"] for c in cases}
+    failed = (load_last_failed(path) - set(ran)) | {
+        nid for nid, verdict in ran.items() if verdict in FAILED_VERDICTS
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"schemaVersion": 1, "nodeIds": sorted(failed)}, indent=1))
+    except OSError:
+        pass  # a read-only checkout only loses --lf
 
 
 def split_node_id(arg: str) -> tuple[str, str | None]:

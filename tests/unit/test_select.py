@@ -63,3 +63,28 @@ def test_run_selects_by_k_and_node_id(tmp_path: Path) -> None:
     assert code == 2 and chosen == []
     assert errors == [f"{src}: no exported function 'nope' (has: soft_f32, soft_f64, hard_i32)"]
     assert main(["run", str(src), "-k", "a and", "-q"]) == 2
+
+
+def test_last_failed_reruns_what_did_not_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    plugins = Path(__file__).parent / "plugins" / "fake_targets.py"
+    src = tmp_path / "a.kera"
+    src.write_text(
+        "export fn mins(x: f32[8], y: f32[8]) -> f32[8] { min(x, y) }\n"
+        "export fn adds(x: f32[8], y: f32[8]) -> f32[8] { x + y }\n"
+    )
+    minss = ["--backend-plugin", f"{plugins}:Minss"]
+    out = tmp_path / "o.json"
+
+    def run(*extra: str) -> tuple[int, list[str]]:
+        code = main(["run", str(src), "--targets", "ref", *minss, "-q", "--no-cache", *extra,
+                     "--format", "json", "--output", str(out)])  # fmt: skip
+        return code, sorted(c["function"] for c in json.loads(out.read_text())["cases"])
+
+    assert run("--lf") == (1, ["adds", "mins"])  # nothing recorded: every case
+    recorded = json.loads((tmp_path / ".keracheck" / "lastfailed.json").read_text())
+    assert recorded["nodeIds"] == [f"{src}::mins"]  # Minss diverges on min only
+    assert run("--lf") == (1, ["mins"])
+    assert run("--lf", "-k", "adds") == (5, [])  # both filters apply: nothing to run
