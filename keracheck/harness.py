@@ -116,10 +116,14 @@ def iter_files(paths: Sequence[str]) -> Iterable[tuple[str, str | None]]:
             yield str(path), f"{path}: no such file or directory"
 
 
+#: diagnostics shown per file in a run's report (the rest are counted; kerac check lists all)
+MAX_DIAGNOSTICS = 20
+
+
 def compile_file(path: str) -> Graph:
     """The graph of a .kera or .keg file; raises ValueError with a located message."""
     try:
-        return load_graph(path)
+        return load_graph(path, max_diagnostics=MAX_DIAGNOSTICS)
     except LoadError as e:
         raise ValueError(e.diagnostics.rstrip() or str(e)) from None
 

@@ -80,7 +80,10 @@ def _too_big(path: str, size: int, cap: int) -> str:
     return f"{path}: {size:,} bytes is more than the limit of {cap:,} bytes for an input file"
 
 
-def load_graph(path: str) -> Graph:
+def load_graph(path: str, max_diagnostics: int | None = None) -> Graph:
+    """The graph of a ``.keg`` or ``.kera`` file; LoadError otherwise.  With
+    ``max_diagnostics``, only that many diagnostics are rendered, then a line with the count of
+    the rest (``LoadError.count`` is always the full count)."""
     data = read_bytes(path)
     lim = limits.current()
     if path.endswith(".keg") or data[:4] == keg.MAGIC:
@@ -106,7 +109,10 @@ def load_graph(path: str) -> Graph:
         raise LoadError(f"{path}: byte {e.start}: invalid UTF-8 (Kera source is UTF-8)") from None
     result = frontend.compile_source(text, path)
     if result.graph is None or not result.ok:
-        rendered = frontend.render_diagnostics(result.diagnostics, text, path)
         n = len(result.diagnostics)
+        shown = result.diagnostics[:max_diagnostics] if max_diagnostics else result.diagnostics
+        rendered = frontend.render_diagnostics(shown, text, path)
+        if len(shown) < n:
+            rendered += f"{path}: ... and {n - len(shown)} more (kerac check {path} lists all)\n"
         raise LoadError(f"{path}: {n} error(s)", rendered, n)
     return result.graph

@@ -56,3 +56,13 @@ def test_a_named_file_that_is_not_kera_is_an_input_error(tmp_path: Path) -> None
     assert (
         "not a Kera file (expected a .kera source or a .keg graph)" in doc["errors"][0]["message"]
     )
+
+
+def test_diagnostics_per_file_are_capped_in_a_run(tmp_path: Path) -> None:
+    src = tmp_path / "many.kera"
+    src.write_text("\n".join(f"export fn f{i}(x: f32) -> f32 {{ y{i} }}" for i in range(30)))
+    out = tmp_path / "o.json"
+    code = keracheck(["run", str(src), "--targets", "ref", "-q", "--format", "json", "--output", str(out)])  # fmt: skip
+    (err,) = json.loads(out.read_text())["errors"]
+    assert code == 2 and err["message"].count("error[E0101]") == 20
+    assert f"... and 10 more (kerac check {src} lists all)" in err["message"]
