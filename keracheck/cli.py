@@ -80,7 +80,13 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
         except harness.BaselineError as e:
             raise UsageError(str(e)) from None
     keyword = _keyword(args)
+    profile = pick("input_profile", "special")
+    from keracheck.inputs import PROFILES
+
+    if profile not in PROFILES:
+        raise UsageError(f"input-profile must be one of {', '.join(PROFILES)}, got {profile!r}")
     return Options(
+        input_profile=profile,
         keyword=keyword,
         targets=targets,
         require=require or [],
@@ -489,6 +495,12 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--require", help="comma-separated targets that must be available (else exit 4)")
     p.add_argument("--inputs", type=int, help="generated input vectors per case (default 64)")
     p.add_argument("--seed", type=int, help="seed of the input generator (default 0)")
+    p.add_argument(
+        "--input-profile",
+        choices=("special", "finite", "normal", "mixed"),
+        help="generated values: special (default: biased to edge cases), finite (no NaN/inf), "
+        "normal (realistic magnitudes only), mixed",
+    )
     p.add_argument(
         "--repeat", type=int, help="run each target K times; differences are 'nondeterministic'"
     )

@@ -30,6 +30,7 @@ KEYS = {
     "baseline",
     "backend_plugins",
     "format",
+    "input_profile",
 }
 
 
@@ -68,7 +69,7 @@ def load(start: Path | None = None) -> tuple[dict[str, Any], Path | None]:
         expected: Any = {
             "targets": list, "require": list, "backend_plugins": list,
             "inputs": int, "seed": int, "repeat": int, "jobs": int,
-            "timeout": (int, float), "baseline": str, "format": str,
+            "timeout": (int, float), "baseline": str, "format": str, "input_profile": str,
         }[k]  # fmt: skip
         if not isinstance(value, expected) or isinstance(value, bool):
             raise ConfigError(f"{path}: [tool.keracheck] '{key}' has the wrong type")

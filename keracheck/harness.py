@@ -67,7 +67,10 @@ class Options:
     cache_dir: str | None = None
     command: str = "keracheck run"
     progress: Callable[[str], None] | None = None
-    keyword: Callable[[str], bool] | None = None  # -k: which node ids (path::function) run
+    keyword: Callable[[str], bool] | None = None
+    input_profile: str = (
+        "special"  # keracheck.inputs.PROFILES  # -k: which node ids (path::function) run
+    )
     heartbeat: float = 10.0  # seconds between "still running" lines while targets run
 
 
@@ -141,7 +144,12 @@ def make_case(path: str, fn: Function, opts: Options, npz: str | None = None) ->
         return Case(path, fn.name, fn, keg_bytes, given, "npz")
     inputs_mod.check_budget(fn, opts.n, path)
     return Case(
-        path, fn.name, fn, keg_bytes, inputs_mod.generate(fn, opts.n, opts.seed), "generated"
+        path,
+        fn.name,
+        fn,
+        keg_bytes,
+        inputs_mod.generate(fn, opts.n, opts.seed, opts.input_profile),
+        "generated",
     )
 
 
@@ -382,6 +390,7 @@ def case_document(
             "seed": opts.seed,
             "n": int(next(iter(case.inputs.values())).shape[0]) if case.inputs else 1,
             "source": case.input_source,
+            "profile": opts.input_profile if case.input_source == "generated" else None,
             "digests": {k: inputs_mod.digest(v) for k, v in case.inputs.items()},
         },
         "targets": tdocs,
@@ -405,6 +414,8 @@ def repro_command(case: Case, involved: Sequence[str], opts: Options) -> str:
             parts += ["--backend-plugin", opts.plugins[tid]]
     if case.input_source == "generated":
         parts += ["--seed", str(opts.seed), "--inputs", str(opts.n)]
+        if opts.input_profile != "special":
+            parts += ["--input-profile", opts.input_profile]
     return shlex.join(parts)
 
 

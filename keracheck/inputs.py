@@ -66,7 +66,38 @@ def _rng(seed: int, fingerprint: str, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(digest))))
 
 
-def generate_param(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> Array:
+#: input profiles: which kinds of value an element may be (see :func:`generate_param`)
+PROFILES = ("special", "finite", "normal", "mixed")
+
+
+def generate_param(
+    rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], profile: str = "special"
+) -> Array:
+    """Values of one parameter.  Profiles: ``special`` (the default: a third each special
+    values, random bit patterns and plain values — the bias that finds divergences), ``finite``
+    (the same with every NaN and infinity replaced by a plain value), ``normal`` (plain values
+    only: floats of realistic magnitude, integers in -100..100, as a program would see), and
+    ``mixed`` (a sixth special, a sixth random bits, two thirds plain)."""
+    out = _special(rng, dtype, shape)
+    if profile == "special" or dtype is DType.BOOL:
+        return out
+    plain = _plain(rng, dtype, shape)
+    if profile == "normal":
+        return plain
+    if profile == "finite":
+        return out if not dtype.is_float else np.where(np.isfinite(out), out, plain)
+    if profile == "mixed":
+        return np.where(rng.integers(0, 3, shape) == 0, out, plain)
+    raise ValueError(f"unknown input profile '{profile}' (choose from {', '.join(PROFILES)})")
+
+
+def _plain(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> Array:
+    if dtype.is_float:
+        return (rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))).astype(dtype.np)
+    return rng.integers(-100, 101, shape).astype(np.int64).astype(dtype.uint).view(dtype.np)
+
+
+def _special(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...]) -> Array:
     if dtype is DType.BOOL:
         return rng.integers(0, 2, shape, dtype=np.uint8).astype(np.bool_)
     u = dtype.uint
@@ -76,21 +107,17 @@ def generate_param(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...
     bits = raw.astype(u)  # truncating to the width keeps the pattern uniform
     specials = FLOAT_SPECIALS[dtype] if dtype.is_float else int_specials(dtype)
     pick = np.array(specials, dtype=u)[rng.integers(0, len(specials), shape)]
-    if dtype.is_float:
-        plain = (rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))).astype(dtype.np)
-        plain_bits = plain.view(u)
-    else:
-        plain_bits = rng.integers(-100, 101, shape).astype(np.int64).astype(u)
+    plain_bits = _plain(rng, dtype, shape).view(u)  # drawn here, in this order, as always
     kind = rng.integers(0, 3, shape)
     out = np.where(kind == 0, pick, np.where(kind == 1, bits, plain_bits)).astype(u)
     return out.view(dtype.np)
 
 
-def generate(fn: Function, n: int, seed: int) -> dict[str, Array]:
+def generate(fn: Function, n: int, seed: int, profile: str = "special") -> dict[str, Array]:
     check_budget(fn, n, "generated inputs")
     return {
         str(p.attr("name")): generate_param(
-            _rng(seed, fn.fingerprint, str(p.attr("name"))), p.dtype, (n, *p.shape)
+            _rng(seed, fn.fingerprint, str(p.attr("name"))), p.dtype, (n, *p.shape), profile
         )
         for p in fn.params
     }
