@@ -204,7 +204,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         emit(render(fmt, doc), args.output)
     summarize(doc)
+    if getattr(args, "verbose", False):
+        print_tracebacks(doc)
     return code
+
+
+def print_tracebacks(doc: dict[str, Any]) -> None:
+    from keracheck.formats import case_label
+
+    for case in doc["cases"]:
+        for tid, entry in case["targets"].items():
+            if entry.get("traceback"):
+                print(f"traceback of {tid} on {case_label(case)}:", file=sys.stderr)
+                print(entry["traceback"].rstrip(), file=sys.stderr)
 
 
 def load_run(path: str) -> dict[str, Any]:
@@ -528,6 +540,12 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not reuse cached target results")
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines on stderr (errors only)"
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print the traceback of every target error on stderr",
     )
     _limit_flag(p)
 

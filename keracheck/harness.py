@@ -429,6 +429,7 @@ def target_entry(t: Target, res: JobResult | str | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "status": res.status,
         "message": res.message,
+        **({"traceback": res.traceback} if res.traceback else {}),
         "loadedFingerprint": res.loaded,
         "seconds": round(res.seconds, 6),
         "artifacts": res.artifacts,

@@ -44,6 +44,7 @@ class JobResult:
     loaded: str | None = None
     seconds: float = 0.0
     artifacts: dict[str, str] = field(default_factory=dict)
+    traceback: str | None = None  # where a target's exception came from (its last frames)
 
 
 def _artifacts(backend: Any, fn: Any) -> dict[str, str]:
@@ -123,11 +124,20 @@ def _record(res: JobResult, fn: Any, n: int, out: Any, seconds: float) -> None:
         return
     if isinstance(out, BaseException):
         res.status, res.message = "error", _describe(out)
+        res.traceback = _frames(out)
         return
     try:
         res.outputs.append(_check_outputs(fn, out, n))
     except TypeError as e:
         res.status, res.message = "error", str(e)
+
+
+def _frames(e: BaseException) -> str | None:
+    """The last frames of an exception's traceback (None when it was never raised)."""
+    if e.__traceback__ is None:
+        return None
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
+    return text if len(text) < 8000 else "... " + text[-8000:]
 
 
 def _describe(e: BaseException) -> str:

@@ -66,3 +66,19 @@ def test_diagnostics_per_file_are_capped_in_a_run(tmp_path: Path) -> None:
     (err,) = json.loads(out.read_text())["errors"]
     assert code == 2 and err["message"].count("error[E0101]") == 20
     assert f"... and 10 more (kerac check {src} lists all)" in err["message"]
+
+
+def test_target_errors_keep_their_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugins = Path(__file__).parent / "plugins" / "fake_targets.py"
+    src = tmp_path / "a.kera"
+    src.write_text("export fn f(x: f32[4]) -> f32[4] { x + x }\n")
+    out = tmp_path / "o.json"
+    args = ["run", str(src), "--targets", "ref", "--backend-plugin", f"{plugins}:Broken"]
+    code = keracheck([*args, "-q", "-v", "--no-cache", "--format", "json", "--output", str(out)])
+    entry = json.loads(out.read_text())["cases"][0]["targets"]["broken"]
+    assert code == 3 and entry["status"] == "error"
+    assert "fake_targets.py" in entry["traceback"] and "cannot run anything" in entry["traceback"]
+    err = capsys.readouterr().err
+    assert "traceback of broken on" in err and "raise RuntimeError" in err
