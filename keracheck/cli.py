@@ -189,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             key = signing.load_signing_key(args.key)
             signing.write_report(args.report, doc, key)
+            signed_by = signing.keyid(key.public_key())
         except signing.KeyFileError as e:
             raise UsageError(str(e)) from None
         except OSError as e:
@@ -197,8 +198,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if fmt == "html" and args.report:
         sig = {
-            "status": "unsigned",
-            "detail": f"signed report written to {args.report}; verify it with 'keracheck verify'",
+            "status": "signed",
+            "keyid": signed_by,
+            "detail": f"This run's signed report was written to {args.report}; the page itself "
+            "carries no signature. Verify the report, not the page:",
+            "report": args.report,
         }
         emit(render(fmt, doc, signature=sig), args.output)
     else:

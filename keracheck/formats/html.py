@@ -59,6 +59,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}dt{color:#555
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
 SIGNATURE_WORDS = {
     "verified": "Signature verified",
+    "signed": "Signed report (not verified on this page)",
     "unsigned": "Unsigned report",
     "failed": "Signature verification FAILED",
 }

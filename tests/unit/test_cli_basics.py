@@ -82,3 +82,17 @@ def test_target_errors_keep_their_traceback(
     assert "fake_targets.py" in entry["traceback"] and "cannot run anything" in entry["traceback"]
     err = capsys.readouterr().err
     assert "traceback of broken on" in err and "raise RuntimeError" in err
+
+
+def test_the_html_of_a_signed_run_says_it_is_signed(tmp_path: Path) -> None:
+    src = tmp_path / "a.kera"
+    src.write_text("export fn f(x: f32[4]) -> f32[4] { x + x }\n")
+    assert keracheck(["keygen", "--out", str(tmp_path / "keys")]) == 0
+    report, page = tmp_path / "r.intoto.jsonl", tmp_path / "run.html"
+    code = keracheck(["run", str(src), "--targets", "ref", "-q", "--no-cache", "--format", "html",
+                      "--output", str(page), "--report", str(report),
+                      "--key", str(tmp_path / "keys" / "keracheck.key")])  # fmt: skip
+    text = page.read_text()
+    assert code == 0 and "Unsigned report" not in text
+    assert "Signed report (not verified on this page)" in text
+    assert f"keracheck verify {report}" in text
