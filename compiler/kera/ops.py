@@ -249,7 +249,11 @@ def _same(op: Op, types: Sequence[TensorType]) -> None:
         if a.dtype != b.dtype:
             raise _fail("E0201", f"{op} needs operands of one dtype, got {a.dtype} and {b.dtype}")
         if a.shape != b.shape:
-            raise _fail("E0202", f"{op} needs operands of one shape, got {a} and {b}")
+            raise _fail(
+                "E0202",
+                f"{op} needs operands of one shape, got {a} and {b}"
+                + broadcast_hint(a.shape, b.shape),
+            )
 
 
 def _dtype_ok(op: Op, dt: DType) -> None:
@@ -345,13 +349,53 @@ def _matmul(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -
     return TensorType(a.dtype, (a.shape[0], b.shape[1]))
 
 
+def broadcasts(src: Shape, dst: Shape) -> bool:
+    """The trailing-dimension rule: align the shapes at the right; each dimension of ``src``
+    must equal ``dst``'s or be 1, and ``src`` may have fewer dimensions."""
+    return len(src) <= len(dst) and all(
+        s in (1, d) for s, d in zip(reversed(src), reversed(dst), strict=False)
+    )
+
+
+def _leading_reshape(src: Shape, dst: Shape) -> Shape | None:
+    """``src`` padded with trailing 1s so it broadcasts to ``dst`` along its leading axes (a
+    [4] against [4, 8] is reshaped to [4, 1]), if that works."""
+    if len(src) >= len(dst):
+        return None
+    padded = (*src, *([1] * (len(dst) - len(src))))
+    return padded if broadcasts(padded, dst) else None
+
+
+def broadcast_hint(a: Shape, b: Shape) -> str:
+    """How to make one operand the other's shape, for the diagnostics of shape mismatches."""
+    small, big = (a, b) if len(a) < len(b) or (len(a) == len(b) and a < b) else (b, a)
+    target = list(big)
+    if broadcasts(small, big):
+        return (
+            f"; only scalars broadcast implicitly: write broadcast(..., shape = {target}) "
+            f"for the {list(small)} operand"
+        )
+    pad = _leading_reshape(small, big)
+    if pad is not None:
+        return (
+            f"; broadcasting aligns trailing dimensions, so reshape the {list(small)} operand "
+            f"first: broadcast(reshape(..., shape = {list(pad)}), shape = {target})"
+        )
+    return ""
+
+
 def _broadcast(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
     t, shape = ins[0], check_shape(attrs["shape"])
     if len(t.shape) > len(shape):
         raise _fail("E0208", f"cannot broadcast {t} to rank {len(shape)}")
-    for s, d in zip(reversed(t.shape), reversed(shape), strict=False):
-        if s not in (1, d):
-            raise _fail("E0208", f"cannot broadcast {t} to shape {list(shape)}")
+    if not broadcasts(t.shape, shape):
+        pad = _leading_reshape(t.shape, shape)
+        hint = (
+            f" (trailing dimensions must match or be 1: reshape to {list(pad)} first)"
+            if pad is not None
+            else " (trailing dimensions must match or be 1)"
+        )
+        raise _fail("E0208", f"cannot broadcast {t} to shape {list(shape)}{hint}")
     return TensorType(t.dtype, shape)
 
 

@@ -44,6 +44,9 @@ CASES: list[tuple[str, str, str, str]] = [
     # typing rules of kera.ops
     ("E0201", "export fn f(x: f32, n: i32) -> f32 { x * n }", "mul needs operands of one dtype, got f32 and i32", "x * n"),
     ("E0202", "export fn f(x: f32[4], y: f32[3]) -> f32[4] { x + y }", "add needs operands of one shape, got f32[4] and f32[3]", "x + y"),
+    ("E0202", "export fn f(x: f32[4, 8], y: f32[8]) -> f32[4, 8] { x * y }", "mul needs operands of one shape, got f32[4, 8] and f32[8]; only scalars broadcast implicitly: write broadcast(..., shape = [4, 8]) for the [8] operand", "x * y"),
+    ("E0202", "export fn f(x: f32[4, 8], y: f32[4]) -> f32[4, 8] { x + y }", "add needs operands of one shape, got f32[4, 8] and f32[4]; broadcasting aligns trailing dimensions, so reshape the [4] operand first: broadcast(reshape(..., shape = [4, 1]), shape = [4, 8])", "x + y"),
+    ("E0208", "export fn f(y: f32[4]) -> f32[4, 8] { broadcast(y, shape = [4, 8]) }", "cannot broadcast f32[4] to shape [4, 8] (trailing dimensions must match or be 1: reshape to [4, 1] first)", "broadcast(y, shape = [4, 8])"),
     ("E0203", "export fn f(x: i32) -> i32 { sqrt(x) }", "sqrt is defined on f32 and f64, not i32", "sqrt(x)"),
     ("E0204", "export fn f(x: f32) -> f32 { fma(x, x) }", "fma takes 3 operands, got 2", "fma(x, x)"),
     ("E0205", "export fn f(x: f32) -> f32 { select(x, x, x) }", "the condition of select must be bool, got f32", "select(x, x, x)"),
