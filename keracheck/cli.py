@@ -13,6 +13,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,14 @@ def _interactive() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI") and not os.environ.get("NO_COLOR")
 
 
+_PROGRESS_LOCK = threading.Lock()
+
+
 def _progress(msg: str) -> None:
-    print(f"keracheck: {msg}", file=sys.stderr, flush=True)
+    """One progress line on stderr, whole: targets report from several threads at once."""
+    with _PROGRESS_LOCK:
+        sys.stderr.write(f"keracheck: {msg}\n")
+        sys.stderr.flush()
 
 
 def _err(msg: str) -> None:
@@ -656,7 +663,6 @@ def _on_signal(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
-    import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_signal)
