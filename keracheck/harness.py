@@ -665,10 +665,18 @@ def check_deterministic(
         fns = [("<graph>", source_or_graph)]
     elif isinstance(source_or_graph, Graph):
         fns = [("<graph>", f) for f in source_or_graph.functions.values()]
-    elif isinstance(source_or_graph, str | os.PathLike) and os.path.exists(str(source_or_graph)):
-        fns = [
-            (str(source_or_graph), f) for f in compile_file(str(source_or_graph)).functions.values()
-        ]
+    elif isinstance(source_or_graph, os.PathLike) or (
+        isinstance(source_or_graph, str)
+        and "\n" not in source_or_graph
+        and source_or_graph.endswith((".kera", ".keg"))
+    ):
+        if not os.path.isfile(source_or_graph):
+            return [], f"{os.fspath(source_or_graph)}: no such file (a path was given, not source)"
+        try:
+            graph = compile_file(os.fspath(source_or_graph))
+        except ValueError as e:
+            return [], str(e)
+        fns = [(os.fspath(source_or_graph), f) for f in graph.functions.values()]
     else:
         from kera import frontend
 

@@ -43,3 +43,19 @@ def test_fixture_passes_and_fails(pytester: pytest.Pytester) -> None:
     doc = json.loads(report.read_text())
     assert doc["schemaVersion"] == 1
     assert {c["function"] for c in doc["cases"]} == {"g", "f"}
+
+
+def test_a_wrong_path_is_a_clear_failure(tmp_path: Path) -> None:
+    """A path that does not exist is reported as one, not compiled as Kera source."""
+    from keracheck.harness import check_deterministic
+
+    cases, failure = check_deterministic("corpora/no_such_case.kera", ["ref"], None, 4, 0)
+    assert cases == [] and failure == (
+        "corpora/no_such_case.kera: no such file (a path was given, not source)"
+    )
+    cases, failure = check_deterministic(tmp_path / "missing.keg", ["ref"], None, 4, 0)
+    assert cases == [] and failure is not None and "missing.keg: no such file" in failure
+    bad = tmp_path / "bad.kera"
+    bad.write_text("export fn f(x: f32) -> f32 { y }\n")
+    cases, failure = check_deterministic(str(bad), ["ref"], None, 4, 0)
+    assert cases == [] and failure is not None and "unknown name 'y'" in failure
