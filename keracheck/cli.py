@@ -311,15 +311,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """Every target: available or why not (and the fix), its tool versions, and a smoke case —
     the probe function run through the real harness with a 10 s limit — on each available one.
     Exit 0 when every available target passes its smoke case, 3 when one does not."""
+    from kera import keg
     from kera.ir import Graph
     from keracheck import probe
+    from keracheck.targets import known_specs
 
     targets = _all_targets(args)
     ready = [t.id for t in targets if t.available]
     fn, inputs = probe.probe_case()
     opts = Options(targets=ready, timeout=10.0, cache_dir=None, jobs=os.cpu_count() or 2)
-    opts.plugins = {t.id: t.spec for t in targets if t.id not in harness.BUILTIN_IDS}
-    case = harness.Case("<smoke>", fn.name, fn, _keg_of(Graph([fn])), inputs, "given")
+    known = known_specs()  # built-in and installed targets; the rest came from --backend-plugin
+    opts.plugins = {t.id: t.spec for t in targets if t.id not in known}
+    case = harness.Case("<smoke>", fn.name, fn, keg.dumps(Graph([fn])), inputs, "given")
     doc, _ = harness.run_cases(harness.Collected([case], []), opts) if ready else ({}, 0)
     smoke = doc["cases"][0]["targets"] if doc.get("cases") else {}
     rows: list[dict[str, Any]] = []
@@ -353,13 +356,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             if r["fix"]:
                 emit(f"{'':<{width}}  fix: {r['fix']}", None)
     return EXIT_CRASH if failed else EXIT_OK
-
-
-def _keg_of(graph: Any) -> bytes:
-    from kera import keg
-
-    data: bytes = keg.dumps(graph)
-    return data
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:

@@ -214,10 +214,6 @@ def select_targets(opts: Options) -> tuple[list[Target], list[str]]:
     return resolve_all([(t, specs[t]) for t in ids if t in specs]), unknown
 
 
-#: ids of keracheck's own targets (everything else was added by a plugin)
-BUILTIN_IDS = frozenset(known_specs())
-
-
 def unknown_target(tid: str, specs: Iterable[str]) -> str:
     """'unknown target ...' with the closest known id, if one is close."""
     import difflib

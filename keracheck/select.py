@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +40,21 @@ class _Parser:
         self.pos += 1
         return tok
 
-    def disjunction(self) -> Matcher:
-        parts = [self.conjunction()]
-        while self.peek() == "or":
+    def _joined(
+        self, word: str, part: Callable[[], Matcher], combine: Callable[[Iterable[bool]], bool]
+    ) -> Matcher:
+        """``part (word part)*``, the parts combined by ``combine`` (any / all)."""
+        parts = [part()]
+        while self.peek() == word:
             self.take()
-            parts.append(self.conjunction())
-        return parts[0] if len(parts) == 1 else lambda s: any(p(s) for p in parts)
+            parts.append(part())
+        return parts[0] if len(parts) == 1 else lambda s: combine(p(s) for p in parts)
+
+    def disjunction(self) -> Matcher:
+        return self._joined("or", self.conjunction, any)
 
     def conjunction(self) -> Matcher:
-        parts = [self.negation()]
-        while self.peek() == "and":
-            self.take()
-            parts.append(self.negation())
-        return parts[0] if len(parts) == 1 else lambda s: all(p(s) for p in parts)
+        return self._joined("and", self.negation, all)
 
     def negation(self) -> Matcher:
         if self.peek() == "not":
