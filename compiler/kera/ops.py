@@ -176,10 +176,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)  # in C: Function sums it over every node
 
 
 class TypeRuleError(Exception):
