@@ -8,13 +8,18 @@ stderr as ``kerac: <path>: <message>``; never a Python traceback for bad input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kera import files, keg, limits
-from kera.ir import Graph
-from kera.text import graph_text
+from kera.ir import Function, Graph
+from kera.text import function_text, graph_text
+
+if TYPE_CHECKING:
+    from kera.passes import Outcome
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -47,8 +52,27 @@ def load_graph(path: str) -> Graph:
 
 def cmd_show(args: argparse.Namespace) -> int:
     for path in args.files:
-        sys.stdout.write(graph_text(load_graph(path)))
+        graph = load_graph(path)
+        args.file = path
+        if args.after is not None:
+            graph = _optimise(graph, _after_args(args))
+        elif args.opt_level is not None or args.passes is not None:
+            graph = _optimise(graph, args)
+        sys.stdout.write(graph_text(graph))
     return EXIT_OK
+
+
+def _after_args(args: argparse.Namespace) -> argparse.Namespace:
+    """``kerac show --after PASS``: the default pipeline (or ``-O``/``--passes``) up to and
+    including the last run of PASS: everything, printed once at the end."""
+    from kera import passes
+
+    level = passes.DEFAULT_LEVEL if args.opt_level is None else args.opt_level
+    names = args.passes.split(",") if args.passes is not None else passes.LEVELS[level]
+    if args.after not in names:
+        raise CliError(f"--after {args.after}: not in the pipeline ({', '.join(names) or 'empty'})")
+    cut = ",".join(names[: list(names).index(args.after) + 1])
+    return argparse.Namespace(**{**vars(args), "passes": cut, "print_after": None})
 
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
@@ -60,13 +84,73 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
             print(f"kerac: {e}", file=sys.stderr)
             status = max(status, e.code)
             continue
+        source = graph.source_fingerprints()
         for name, fn in graph.functions.items():
-            print(f"{fn.fingerprint}  {path}:{name}")
+            was = f"  (source {source[name]})" if graph.provenance is not None else ""
+            print(f"{fn.fingerprint}  {path}:{name}{was}")
     return status
 
 
+def _optimise(graph: Graph, args: argparse.Namespace) -> Graph:
+    """The graph after ``-O<level>`` or ``--passes``; ``--print-after`` and ``--stats``."""
+    from kera import passes
+
+    def show_after(p: passes.Pass, fn: Function) -> None:
+        if p.name in after:
+            sys.stdout.write(f"; after {p.name}\n{function_text(fn)}\n")
+
+    after = set(args.print_after or ())
+    try:
+        extra = [passes.load_plugin(s) for s in args.pass_plugin or ()]
+        if args.passes is not None:
+            names = [n for n in args.passes.split(",") if n]
+            chosen = [*passes.resolve(names), *extra]
+        else:
+            level = passes.DEFAULT_LEVEL if args.opt_level is None else args.opt_level
+            chosen = passes.pipeline(level, extra)
+        unknown = after - {p.name for p in chosen}
+        if unknown:
+            raise passes.PassSpecError(
+                f"--print-after {', '.join(sorted(unknown))}: not in the pipeline "
+                f"({', '.join(p.name for p in chosen) or 'empty at -O0'})"
+            )
+        manager = passes.PassManager(chosen, after=show_after if after else None)
+        optimised, outcomes = manager.run_graph(graph)
+    except passes.PassSpecError as e:
+        raise CliError(str(e)) from None
+    except passes.PassError as e:
+        raise CliError(f"{args.file}: {e}", EXIT_INTERNAL) from None
+    if args.stats:
+        _print_stats(outcomes)
+    if not chosen:  # -O0: the graph exactly as it was given
+        return graph
+    return optimised.with_provenance(graph, passes.pipeline_id(chosen))
+
+
+def _print_stats(outcomes: Sequence[Outcome]) -> None:
+    err = sys.stderr
+    print(
+        f"{'function':<24} {'round':>5} {'pass':<10} {'nodes':>13} {'rewrites':>8} {'ms':>8}",
+        file=err,
+    )
+    for o in outcomes:
+        for s in o.stats:
+            nodes = f"{s.nodes_before}->{s.nodes_after}"
+            print(
+                f"{s.function:<24} {s.round:>5} {s.name:<10} {nodes:>13} {s.rewrites:>8} "
+                f"{s.seconds * 1e3:>8.2f}",
+                file=err,
+            )
+        state = "fixed point" if o.converged else "NOT converged (round limit)"
+        print(
+            f"{o.function.name:<24} {o.rounds} round(s), {state}; validation "
+            f"{o.validate_seconds * 1e3:.2f} ms",
+            file=err,
+        )
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    graph = load_graph(args.file)
+    graph = _optimise(load_graph(args.file), args)
     out = args.output or str(Path(args.file).with_suffix(".keg"))
     try:
         keg.dump(graph, out)
@@ -113,7 +197,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 def cmd_emit(args: argparse.Namespace) -> int:
     from kera.backends import registry
 
-    graph = load_graph(args.file)
+    graph = _optimise(load_graph(args.file), args)
     emitter = registry.EMITTERS.get(args.target)
     if emitter is None:
         raise CliError(
@@ -152,11 +236,51 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("-o", "--output")
         else:
             sp.add_argument("files", nargs="+")
+        if name in ("build", "emit", "show"):
+            _pass_options(sp, show=name == "show")
         if name == "fmt":
             sp.add_argument("--check", action="store_true", help="only report unformatted files")
         if name == "emit":
             sp.add_argument("--target", required=True)
     return p
+
+
+def _opt_level(text: str) -> int:
+    if text not in ("0", "1", "2"):
+        raise argparse.ArgumentTypeError(f"'{text}' is not an optimisation level (0, 1 or 2)")
+    return int(text)
+
+
+def _pass_options(sp: argparse.ArgumentParser, show: bool) -> None:
+    from kera.passes import DEFAULT_LEVEL
+
+    sp.add_argument(
+        "-O",
+        dest="opt_level",
+        type=_opt_level,
+        default=None,
+        metavar="LEVEL",
+        help=f"optimisation level 0, 1 or 2 (default {DEFAULT_LEVEL}"
+        + ("; show prints the graph as given unless -O, --passes or --after" if show else "")
+        + "); see docs/passes.md",
+    )
+    sp.add_argument("--passes", help="run exactly these passes (comma-separated) instead of -O")
+    sp.add_argument(
+        "--pass-plugin",
+        action="append",
+        metavar="MODULE:ATTR|FILE.py:ATTR",
+        help="also run this pass (after the built-in ones; repeatable)",
+    )
+    sp.add_argument("--stats", action="store_true", help="print per-pass statistics to stderr")
+    if show:
+        sp.add_argument("--after", metavar="PASS", help="show the graph after this pass")
+    else:
+        sp.add_argument(
+            "--print-after",
+            action="append",
+            metavar="PASS",
+            help="print each function after every run of PASS (repeatable)",
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `kerac show ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as e:  # a bug in kerac, not bad input: say so plainly
         print(f"kerac: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -31,6 +31,7 @@ import re
 import struct
 import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -182,6 +183,43 @@ def _forget(ref: _Ref) -> None:
         del _INTERNED[ref.h]
 
 
+def node_hash(
+    op: Op,
+    type: TensorType,
+    inputs: Sequence[Node],
+    attr_items: tuple[tuple[str, AttrValue], ...],
+) -> bytes:
+    """SHA3-256 of a node's canonical encoding (the module docstring's ``node``)."""
+    return hashlib.sha3_256(
+        b"".join(
+            [
+                _NODE_PREFIX[op],
+                _type_bytes(type),
+                _u32(len(inputs)),
+                *[i.hash for i in inputs],
+                _attr_bytes(attr_items),
+            ]
+        )
+    ).digest()
+
+
+def interned(h: bytes) -> Node | None:
+    """The live node whose hash is ``h``, if any."""
+    ref = _INTERNED.get(h)
+    return ref() if ref is not None else None
+
+
+def region_hash(params: Sequence[Node], results: Sequence[Node]) -> bytes:
+    """SHA3-256 of a region's canonical encoding: its parameters' and results' node hashes."""
+    body = (
+        _u32(len(params))
+        + b"".join(p.hash for p in params)
+        + _u32(len(results))
+        + b"".join(r.hash for r in results)
+    )
+    return hashlib.sha3_256(DOMAIN_REGION + body).digest()
+
+
 class Node:
     """One operation with one output.  Immutable, interned; compare nodes with ``is``."""
 
@@ -200,17 +238,7 @@ class Node:
         inputs: tuple[Node, ...],
         attr_items: tuple[tuple[str, AttrValue], ...],
     ) -> Node:
-        h = hashlib.sha3_256(
-            b"".join(
-                [
-                    _NODE_PREFIX[op],
-                    _type_bytes(type),
-                    _u32(len(inputs)),
-                    *[i.hash for i in inputs],
-                    _attr_bytes(attr_items),
-                ]
-            )
-        ).digest()
+        h = node_hash(op, type, inputs, attr_items)
         ref = _INTERNED.get(h)
         found = ref() if ref is not None else None
         if found is not None:
@@ -363,13 +391,7 @@ class Function:
         for n in self._nodes:
             if n.op is Op.PARAM and id(n) not in known:
                 raise IRError(f"'{name}' uses parameter {n.attr('name')!r} it does not declare")
-        body = (
-            _u32(len(self.params))
-            + b"".join(p.hash for p in self.params)
-            + _u32(len(self.results))
-            + b"".join(r.hash for r in self.results)
-        )
-        self.region_hash = hashlib.sha3_256(DOMAIN_REGION + body).digest()
+        self.region_hash = region_hash(self.params, self.results)
 
     def nodes(self) -> list[Node]:
         """Every node the results depend on, inputs before users (canonical order).
@@ -394,17 +416,44 @@ class Function:
         return f"<Function {self.name} {self.fingerprint[:12]}>"
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """How an optimised graph was made: the pass pipeline (``name@version`` per pass, in
+    order) and, per export, the fingerprint of the function before any pass ran (the *source
+    fingerprint*, which keys reports; the graph's own fingerprints are the optimised ones)."""
+
+    pipeline: tuple[str, ...]
+    source: tuple[bytes, ...]  # one region hash per export, in export order
+
+
 class Graph:
-    """Named exported functions, in a fixed order."""
+    """Named exported functions, in a fixed order (and, once optimised, their provenance)."""
 
-    __slots__ = ("functions",)
+    __slots__ = ("functions", "provenance")
 
-    def __init__(self, functions: Iterable[Function]) -> None:
+    def __init__(self, functions: Iterable[Function], provenance: Provenance | None = None) -> None:
         self.functions: dict[str, Function] = {}
         for f in functions:
             if f.name in self.functions:
                 raise IRError(f"duplicate export '{f.name}'")
             self.functions[f.name] = f
+        if provenance is not None and len(provenance.source) != len(self.functions):
+            raise IRError("provenance needs one source fingerprint per export")
+        self.provenance = provenance
+
+    def source_fingerprints(self) -> dict[str, str]:
+        """Export name -> fingerprint before optimisation (the graph's own if it has none)."""
+        if self.provenance is None:
+            return {name: f.fingerprint for name, f in self.functions.items()}
+        return {
+            name: h.hex() for name, h in zip(self.functions, self.provenance.source, strict=True)
+        }
+
+    def with_provenance(self, source: Graph, pipeline: Sequence[str]) -> Graph:
+        """This graph, recorded as ``source`` after ``pipeline`` (pipelines compose)."""
+        before = source.provenance.pipeline if source.provenance is not None else ()
+        hashes = [bytes.fromhex(source.source_fingerprints()[name]) for name in self.functions]
+        return Graph(self.functions.values(), Provenance((*before, *pipeline), tuple(hashes)))
 
     @property
     def hash(self) -> bytes:
@@ -414,7 +463,11 @@ class Graph:
         return hashlib.sha3_256(DOMAIN_GRAPH + body).digest()
 
     def only(self, name: str) -> Graph:
-        return Graph([self.functions[name]])
+        prov = self.provenance
+        if prov is not None:
+            i = list(self.functions).index(name)
+            prov = Provenance(prov.pipeline, (prov.source[i],))
+        return Graph([self.functions[name]], prov)
 
 
 class FunctionBuilder:
@@ -455,6 +508,7 @@ __all__ = [
     "IRError",
     "Node",
     "Op",
+    "Provenance",
     "TensorType",
     "TypeRuleError",
     "const",

@@ -3,11 +3,11 @@
 Byte layout (little-endian; full description in docs/keg-format.md)::
 
     header   0  4  magic b"KEG\\0"
-             4  2  u16 format version (1)
-             6  2  u16 section count (6)
+             4  2  u16 format version: 1 (as built), 2 (optimised: has PROVENANCE)
+             6  2  u16 section count (6 in version 1, 7 in version 2)
              8  8  u64 reserved, zero
-    table   16 20*6 per section: u32 kind, u64 offset, u64 length
-                 kinds 1..6 in order, contiguous, first at 136, last ending at the file end
+    table   16 20*c per section: u32 kind, u64 offset, u64 length
+                 kinds 1..c in order, contiguous, first at 16 + 20*c, last ending at the file end
     1 STRINGS  u32 n; n x (u32 len, UTF-8 bytes)
     2 TYPES    u32 n; n x (u8 dtype code, u8 rank, rank x u32 dim)
     3 ATTRS    u32 n; n x attribute set: u32 m; m x (u32 key string, u8 tag, payload)
@@ -17,6 +17,8 @@ Byte layout (little-endian; full description in docs/keg-format.md)::
                            k x u32 input node index, each < this node's index)
     5 REGIONS  u32 n; n x (u32 p, p x u32 param node, u32 r, r x u32 result node)
     6 EXPORTS  u32 n; n x (u32 name string, u32 region, 32-byte fingerprint)
+    7 PROVENANCE (version 2) u32 p; p x (u32 len, UTF-8 "pass@version");
+               u32 n (= exports); n x 32-byte source fingerprint (before any pass)
 
 Every table is deduplicated and ordered by first use in the canonical node order, so a graph
 has exactly one encoding: ``loads`` rejects any file that ``dumps`` would not write byte for
@@ -40,6 +42,7 @@ from kera.ir import (
     Graph,
     IRError,
     Node,
+    Provenance,
     check_name,
     enc_attr_value,
     normalize_attrs,
@@ -47,8 +50,10 @@ from kera.ir import (
 from kera.ops import ATTRS, AttrValue, Op, TensorType, TypeRuleError, check_shape, infer
 
 MAGIC = b"KEG\0"
-VERSION = 1
+VERSION = 1  # a graph as the front end built it
+VERSION_OPTIMISED = 2  # the same, plus a PROVENANCE section (an optimised graph)
 SECTIONS = ("strings", "types", "attrs", "nodes", "regions", "exports")
+SECTIONS_V2 = (*SECTIONS, "provenance")
 HEADER = 16
 TABLE = 20 * len(SECTIONS)
 MAX_FILE = 1 << 31
@@ -133,14 +138,28 @@ def dumps(graph: Graph) -> bytes:
         _u32(len(graph.functions)) + bytes(regions),
         _u32(len(graph.functions)) + bytes(exports),
     ]
-    out = bytearray(MAGIC + struct.pack("<HHQ", VERSION, len(SECTIONS), 0))
-    offset = HEADER + TABLE
+    version = VERSION
+    if graph.provenance is not None:
+        version = VERSION_OPTIMISED
+        sections.append(_provenance_bytes(graph.provenance))
+    out = bytearray(MAGIC + struct.pack("<HHQ", version, len(sections), 0))
+    offset = HEADER + 20 * len(sections)
     for kind, body in enumerate(sections, start=1):
         out += struct.pack("<IQQ", kind, offset, len(body))
         offset += len(body)
     for body in sections:
         out += body
     return bytes(out)
+
+
+def _provenance_bytes(prov: Provenance) -> bytes:
+    names = [p.encode("utf-8") for p in prov.pipeline]
+    return (
+        _u32(len(names))
+        + b"".join(_u32(len(b)) + b for b in names)
+        + _u32(len(prov.source))
+        + b"".join(prov.source)
+    )
 
 
 def _attr_payload(v: AttrValue, strings: _Table[str]) -> bytes:
@@ -215,13 +234,16 @@ def _loads(data: bytes) -> Graph:
     if len(data) > MAX_FILE:
         raise KegError("header", 0, f"file of {len(data)} bytes exceeds the {MAX_FILE}-byte limit")
     bounds = _header(data)
-    rd = {name: _Reader(data, name, a, b) for name, (a, b) in zip(SECTIONS, bounds, strict=True)}
+    names = SECTIONS_V2 if len(bounds) == len(SECTIONS_V2) else SECTIONS
+    rd = {name: _Reader(data, name, a, b) for name, (a, b) in zip(names, bounds, strict=True)}
     strings = _strings(rd["strings"])
     types = _types(rd["types"])
     attrs = _attrsets(rd["attrs"], strings)
     nodes = _nodes(rd["nodes"], strings, types, attrs)
     regions = _regions(rd["regions"], nodes)
     graph = _exports(rd["exports"], strings, regions)
+    if "provenance" in rd:
+        graph = _provenance(rd["provenance"], graph)
     canonical = dumps(graph)
     if canonical != data:
         at = next(
@@ -233,7 +255,7 @@ def _loads(data: bytes) -> Graph:
 
 
 def _section_at(bounds: list[tuple[int, int]], at: int) -> str:
-    for name, (a, b) in zip(SECTIONS, bounds, strict=True):
+    for name, (a, b) in zip(SECTIONS_V2, bounds, strict=False):
         if a <= at < b:
             return name
     return "header"
@@ -247,17 +269,25 @@ def _header(data: bytes) -> list[tuple[int, int]]:
     if data[:4] != MAGIC:
         raise KegError("header", 0, f"bad magic {data[:4]!r}, expected {MAGIC!r} (not a .keg file)")
     version, count, reserved = struct.unpack_from("<HHQ", data, 4)
-    if version != VERSION:
+    names = {VERSION: SECTIONS, VERSION_OPTIMISED: SECTIONS_V2}.get(version)
+    if names is None:
         raise KegError(
-            "header", 4, f"format version {version} is not supported (expected {VERSION})"
+            "header",
+            4,
+            f"format version {version} is not supported (expected {VERSION} or "
+            f"{VERSION_OPTIMISED})",
         )
-    if count != len(SECTIONS):
-        raise KegError("header", 6, f"section count {count}, expected {len(SECTIONS)}")
+    if count != len(names):
+        raise KegError(
+            "header", 6, f"section count {count}, expected {len(names)} for version {version}"
+        )
+    if len(data) < HEADER + 20 * count:
+        raise KegError("header", len(data), "truncated: the section table is cut short")
     if reserved != 0:
         raise KegError("header", 8, "reserved bytes are not zero")
     bounds = []
-    expect = HEADER + TABLE
-    for i, name in enumerate(SECTIONS):
+    expect = HEADER + 20 * count
+    for i, name in enumerate(names):
         at = HEADER + 20 * i
         kind, offset, length = struct.unpack_from("<IQQ", data, at)
         if kind != i + 1:
@@ -473,6 +503,24 @@ def _exports(r: _Reader, strings: list[str], regions: list[tuple[list[Node], lis
         return Graph(fns)
     except IRError as e:
         raise r.fail(str(e)) from None
+
+
+def _provenance(r: _Reader, graph: Graph) -> Graph:
+    def one(i: int) -> str:
+        at = r.pos
+        raw = r.take(r.u32("pass name length"), "pass name")
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise r.fail(f"pass {i} is not valid UTF-8", at) from None
+
+    pipeline = tuple(_items(r, "pass", 4, one))
+    at = r.pos
+    if r.u32("source fingerprint count") != len(graph.functions):
+        raise r.fail(f"needs one source fingerprint per export ({len(graph.functions)})", at)
+    source = tuple(r.take(32, "source fingerprint") for _ in graph.functions)
+    r.done()
+    return Graph(graph.functions.values(), Provenance(pipeline, source))
 
 
 def load(path: str) -> Graph:

@@ -48,13 +48,16 @@ def const_text(node: Node) -> str:
     return text
 
 
-def function_text(fn: Function) -> str:
+def function_text(fn: Function, source: str | None = None) -> str:
+    """The canonical text of ``fn``; ``source``: its fingerprint before optimisation."""
     num: dict[int, int] = {}
     sig = ", ".join(
         f"{name}: {p.type}" for name, p in zip(fn.param_names(), fn.params, strict=True)
     )
     res = ", ".join(str(r.type) for r in fn.results)
     lines = [f"export fn {fn.name}({sig}) -> ({res})", f"  ; fingerprint {fn.fingerprint}"]
+    if source is not None:
+        lines.append(f"  ; source fingerprint {source}")
     for n in fn.nodes():
         i = num[id(n)] = len(num)
         if n.op is Op.PARAM:
@@ -72,4 +75,9 @@ def function_text(fn: Function) -> str:
 
 
 def graph_text(graph: Graph) -> str:
-    return "\n\n".join(function_text(f) for f in graph.functions.values()) + "\n"
+    if graph.provenance is None:
+        return "\n\n".join(function_text(f) for f in graph.functions.values()) + "\n"
+    source = graph.source_fingerprints()
+    head = "; optimised by " + (", ".join(graph.provenance.pipeline) or "no passes") + "\n"
+    body = "\n\n".join(function_text(f, source[n]) for n, f in graph.functions.items())
+    return head + body + "\n"

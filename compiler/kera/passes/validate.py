@@ -1,0 +1,143 @@
+"""The invariant validator, run by the pass manager before and after every pass.
+
+A pass that breaks the IR must fail loudly, naming itself, the node and the invariant; a
+silently wrong graph would be lowered to every target and agree with itself everywhere.
+Invariants, each a function below (the order they are checked in):
+
+``region``      the function's name is an identifier; parameters are ``param`` nodes numbered
+                0..n-1 with distinct names; there is at least one result; the stored region
+                hash recomputes from the parameters and results
+``order``       the stored node list is the canonical order of the results (``topo_order``)
+``acyclic``     every input of a node comes before it in that order (a cycle cannot)
+``inputs``      every input is a node of this function; every ``param`` reached is declared
+``hash``        every node's stored hash recomputes from its op, type, inputs and attributes
+``interned``    every node is the one live node with its hash (content = identity, so common
+                subexpressions are merged)
+``type``        every node's type re-infers with ``kera.ops.infer`` (leaves: a constant holds
+                exactly its type's bytes)
+``results``     every result is a node of the function
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kera.ir import (
+    Function,
+    IRError,
+    Node,
+    check_name,
+    interned,
+    node_hash,
+    region_hash,
+    topo_order,
+)
+from kera.ops import Op, TypeRuleError, infer
+
+
+class InvariantError(Exception):
+    """A graph that breaks an IR invariant: which one, where, and after which pass."""
+
+    def __init__(self, invariant: str, message: str, node: Node | None = None) -> None:
+        self.invariant = invariant
+        self.node = node
+        self.where = ""
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        at = f" at {_describe(self.node)}" if self.node is not None else ""
+        return f"{self.where}invariant '{self.invariant}' broken{at}: {self.args[0]}"
+
+
+def _describe(node: Node) -> str:
+    return f"{node.op} {node.type} #{node.hash.hex()[:12]}"
+
+
+def _region(fn: Function) -> None:
+    try:
+        check_name(fn.name, "function")
+    except IRError as e:
+        raise InvariantError("region", str(e)) from None
+    if not fn.results:
+        raise InvariantError("region", f"function '{fn.name}' has no results")
+    names = set()
+    for i, p in enumerate(fn.params):
+        if p.op is not Op.PARAM or p.attr("index") != i:
+            raise InvariantError("region", f"parameter {i} is not param node #{i}", p)
+        names.add(p.attr("name"))
+    if len(names) != len(fn.params):
+        raise InvariantError("region", "duplicate parameter names")
+    if region_hash(fn.params, fn.results) != fn.region_hash:
+        raise InvariantError("region", "the stored region hash does not recompute")
+
+
+def _order(fn: Function) -> None:
+    stored, canonical = fn.nodes(), topo_order(fn.results)
+    if len(stored) != len(canonical) or any(
+        a is not b for a, b in zip(stored, canonical, strict=True)
+    ):
+        raise InvariantError("order", "the stored node list is not the canonical order")
+
+
+def _edges(fn: Function) -> None:
+    position = {id(n): i for i, n in enumerate(fn.nodes())}
+    declared = {id(p) for p in fn.params}
+    for i, node in enumerate(fn.nodes()):
+        if node.op is Op.PARAM and id(node) not in declared:
+            raise InvariantError("inputs", "uses a parameter the function does not declare", node)
+        for x in node.inputs:
+            at = position.get(id(x))
+            if at is None:
+                raise InvariantError("inputs", f"input {_describe(x)} is not in the function", node)
+            if at >= i:
+                raise InvariantError("acyclic", f"input {_describe(x)} does not come first", node)
+
+
+def _hashes(fn: Function) -> None:
+    for node in fn.nodes():
+        if node_hash(node.op, node.type, node.inputs, node.attr_items) != node.hash:
+            raise InvariantError("hash", "the stored hash does not recompute", node)
+        if interned(node.hash) is not node:
+            raise InvariantError("interned", "another live node has this content", node)
+
+
+def _types(fn: Function) -> None:
+    for node in fn.nodes():
+        if node.op is Op.CONST:
+            data = node.attr("value")
+            if not isinstance(data, bytes) or len(data) != node.type.size * node.dtype.nbytes:
+                raise InvariantError(
+                    "type", f"a constant of type {node.type} has wrong bytes", node
+                )
+            continue
+        if node.op is Op.PARAM:
+            continue
+        try:
+            t = infer(node.op, [x.type for x in node.inputs], node.attrs)
+        except TypeRuleError as e:
+            raise InvariantError("type", f"does not type-check: {e}", node) from None
+        if t != node.type:
+            raise InvariantError("type", f"re-infers as {t}, stored {node.type}", node)
+
+
+def _results(fn: Function) -> None:
+    members = {id(n) for n in fn.nodes()}
+    for r in fn.results:
+        if id(r) not in members:
+            raise InvariantError("results", "a result is not a node of the function", r)
+
+
+CHECKS: tuple[Callable[[Function], None], ...] = (
+    _region,
+    _order,
+    _edges,
+    _hashes,
+    _types,
+    _results,
+)
+
+
+def validate(fn: Function) -> None:
+    """Raise :class:`InvariantError` on the first broken invariant of ``fn``."""
+    for check in CHECKS:
+        check(fn)
