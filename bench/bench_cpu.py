@@ -67,7 +67,8 @@ def fresh_cache() -> None:
 
 def corpus_cases(paths: Sequence[str]) -> tuple[str, list[Case]]:
     try:
-        from keracheck.harness import Options, collect
+        from keracheck.collect import collect
+        from keracheck.options import Options
 
         got = collect(list(paths), Options())
         if got.cases:

@@ -11,6 +11,8 @@ import argparse
 import time
 
 from keracheck import harness
+from keracheck.collect import collect
+from keracheck.options import Options
 from keracheck.worker import Job, run_isolated
 
 
@@ -21,9 +23,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="only the first N cases")
     ap.add_argument("paths", nargs="*", default=["corpora"])
     args = ap.parse_args()
-    opts = harness.Options(targets=args.targets.split(",") if args.targets else None, n=args.inputs)
+    opts = Options(targets=args.targets.split(",") if args.targets else None, n=args.inputs)
     t0 = time.perf_counter()
-    collected = harness.collect(args.paths, opts)
+    collected = collect(args.paths, opts)
     cases = collected.cases[: args.limit or None]
     print(f"collected {len(cases)} cases (compile + inputs) in {time.perf_counter() - t0:.2f} s")
     targets, _ = harness.select_targets(opts)

@@ -28,7 +28,7 @@ import numpy as np
 from kera.backends.ptx import emit, emit_graph, kernel_name
 from kera.ir import Function
 from keracheck import inputs as inputs_mod
-from keracheck.harness import compile_file
+from keracheck.collect import compile_file
 from keracheck.ptx_emu import GlobalMemory, LaunchStats, load, parse
 from keracheck.runners.ptxas import Ptxas
 from keracheck.targets.ptx import BLOCK, PtxEmuBackend, row_major

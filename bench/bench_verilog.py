@@ -39,9 +39,10 @@ from kera.backends.verilog import emit
 from kera.dtypes import DType
 from kera.ir import Function, FunctionBuilder, Node
 from keracheck import inputs as inputs_mod
-from keracheck.harness import compile_file, iter_files
+from keracheck.collect import compile_file, iter_files
 from keracheck.runners.verilator import Verilator
 from keracheck.targets import verilog as vt
+from keracheck.targets.verilog import testbench
 
 Case = tuple[Function, dict[str, np.ndarray[Any, Any]]]
 
@@ -132,13 +133,13 @@ def phase_verilator(fn: Function, n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
         quick, _ = timed(lambda: vt.run_plain([(fn, vectors(fn, 1))], "verilator", cache=cache))
-        full_case = [(fn, vectors(fn, max(n, vt.QUICK_BUILD_VECTORS + 1)))]
-        vt.QUICK_BUILD_VECTORS, saved = 0, vt.QUICK_BUILD_VECTORS
+        full_case = [(fn, vectors(fn, max(n, testbench.QUICK_BUILD_VECTORS + 1)))]
+        testbench.QUICK_BUILD_VECTORS, saved = 0, testbench.QUICK_BUILD_VECTORS
         try:
             full, _ = timed(lambda: vt.run_plain([(fn, vectors(fn, 1))], "verilator", cache=cache))
             run, _ = timed(lambda: vt.run_plain(full_case, "verilator", cache=cache))
         finally:
-            vt.QUICK_BUILD_VECTORS = saved
+            testbench.QUICK_BUILD_VECTORS = saved
     m = len(full_case[0][1]["x"])
     print(
         f"verilator  build + 1 vector: {quick:.1f} s at -O0, {full:.1f} s optimised "

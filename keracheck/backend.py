@@ -1,88 +1,31 @@
-"""The back-end plugin interface (API version 1).
+"""The old name of :mod:`keracheck.target`, the target plugin interface.
 
-A back end turns one exported Kera function into something a target executes, and runs it
-on a batch of input vectors.  keracheck discovers back ends through the entry-point group
-``keracheck.backends`` (each entry point names a class or a zero-argument factory) and through
-``--backend-plugin module:attr`` / ``--backend-plugin path/to/file.py:Class``.
-
-Contract for implementers:
-
-* ``name`` is the stable target id shown to users (``cpu``, ``wasm``, ``ptx-emu`` ...).
-* ``api_version`` must equal :data:`API_VERSION`.
-* ``available()`` returns ``None`` when the target can run here, else one line giving the
-  reason *and* the command that would fix it ("iverilog not on PATH: apt-get install iverilog").
-  It must never raise.  A target that builds code should prove it can, not only look for its
-  tools on PATH: ``keracheck.probe.proven`` builds and runs a probe once per machine and
-  toolchain and caches the pass, so later calls are cheap.
-* ``supported_ops()`` is the set of contract op names (``kera.ops.Op`` values) it lowers.
-* ``run(fn, inputs)`` executes ``fn`` (a :class:`kera.ir.Function`) on ``inputs``: a mapping from
-  parameter name to an array of shape ``(N, *param.shape)`` with the parameter's numpy dtype.
-  It returns one array per result, of shape ``(N, *result.shape)``.  Outputs are compared bit
-  for bit against the reference interpreter, so return exactly what the target produced.
-* ``run_many(cases)`` is optional: many (function, inputs) pairs in as few toolchain calls as
-  possible.  Each entry of the returned list is the outputs or an exception for that case, so
-  one failing case never loses the others.
-* ``artifacts(fn)`` is optional: the emitted code (C, PTX, Verilog, wasm ...) by file name, so
-  reports can record its digest.
-* ``versions()`` is optional: toolchain name -> version string, recorded in reports.
-* ``declines(fn)`` is optional: one line saying why ``fn`` is past a documented limit of the
-  target (a size or resource bound, not a lowering bug), else ``None``.  keracheck reports such
-  a case ``unsupported`` for that target, like an op outside ``supported_ops()``, and the
-  fuzzer does not count it as a divergence.  It must not raise.
-
-keracheck calls back ends in a worker process with a time limit, so a crash or hang in one
-target's run becomes an ``error`` for that case and target only.
+"Back end" now means a renderer in ``kera.backends``; what keracheck runs is a *target*.  This
+module stays so that installed third-party plugins importing ``keracheck.backend`` keep working;
+new code imports :mod:`keracheck.target`.  It emits no deprecation warning on purpose: a plugin
+loaded under ``pytest -W error`` would fail on the import alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from keracheck.target import (
+    API_VERSION,
+    Array,
+    Backend,
+    BackendError,
+    BatchBackend,
+    Inputs,
+    Outputs,
+    declines,
+)
 
-import numpy as np
-import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from kera.ir import Function
-
-API_VERSION = 1
-
-Array = npt.NDArray[np.generic]
-Inputs = Mapping[str, Array]
-Outputs = list[Array]
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What every target implements; see the module docstring for the contract."""
-
-    name: str
-    api_version: int
-
-    def available(self) -> str | None: ...
-
-    def supported_ops(self) -> frozenset[str]: ...
-
-    def run(self, fn: Function, inputs: Inputs) -> Outputs: ...
-
-
-class BatchBackend(Backend, Protocol):
-    """A back end that can compile and run many cases in one toolchain invocation."""
-
-    def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]: ...
-
-
-def declines(backend: Backend, fn: Function) -> str | None:
-    """The back end's reason for declining fn (see ``declines`` above), or None."""
-    method = getattr(backend, "declines", None)
-    if method is None:
-        return None
-    try:
-        reason = method(fn)
-    except Exception:  # a broken hook declines nothing: the run then shows what is wrong
-        return None
-    return None if reason is None else str(reason)
-
-
-class BackendError(Exception):
-    """A target failed to build or run a case (compiler error, crash, bad output file...)."""
+__all__ = [
+    "API_VERSION",
+    "Array",
+    "Backend",
+    "BackendError",
+    "BatchBackend",
+    "Inputs",
+    "Outputs",
+    "declines",
+]

@@ -21,7 +21,17 @@ from typing import Any
 from kera import files
 from keracheck import config as config_mod
 from keracheck import harness
-from keracheck.harness import EXIT_CRASH, EXIT_DIVERGE, EXIT_OK, EXIT_USAGE, Options
+from keracheck.baseline import BaselineError, baseline_from, load_baseline
+from keracheck.collect import Case, Collected, collect, companion_npz, compile_file, make_case
+from keracheck.document import (
+    EXIT_CRASH,
+    EXIT_DIVERGE,
+    EXIT_OK,
+    EXIT_USAGE,
+    SCHEMA_VERSION,
+    fix_hint,
+)
+from keracheck.options import Options
 
 FORMATS = ("text", "json", "junit", "sarif", "github", "html")
 
@@ -83,8 +93,8 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
     bpath = pick("baseline", None)
     if bpath:
         try:
-            baseline = harness.load_baseline(bpath)
-        except harness.BaselineError as e:
+            baseline = load_baseline(bpath)
+        except BaselineError as e:
             raise UsageError(str(e)) from None
     keyword = _keyword(args)
     profile = pick("input_profile", "special")
@@ -92,7 +102,17 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
 
     if profile not in PROFILES:
         raise UsageError(f"input-profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    from keracheck.opt_levels import LevelError, load_pass_plugins, parse_levels
+
+    pass_plugins = [*(conf.get("pass_plugins") or []), *(getattr(args, "pass_plugin", None) or [])]
+    try:
+        levels = parse_levels(pick("opt_levels", "0"))
+        load_pass_plugins(pass_plugins)  # a bad spec is a usage error now, not mid-run
+    except LevelError as e:
+        raise UsageError(str(e)) from None
     return Options(
+        opt_levels=levels,
+        pass_plugins=pass_plugins,
         input_profile=profile,
         keyword=keyword,
         targets=targets,
@@ -246,7 +266,7 @@ def load_run(path: str) -> dict[str, Any]:
     except (RecursionError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: not JSON ({type(e).__name__})") from None
     need = ("schemaVersion", "tool", "run", "summary", "targets", "errors", "cases")
-    if not isinstance(doc, dict) or doc.get("schemaVersion") != harness.SCHEMA_VERSION:
+    if not isinstance(doc, dict) or doc.get("schemaVersion") != SCHEMA_VERSION:
         raise UsageError(f"{path}: not a keracheck run (a JSON object with schemaVersion 1)")
     missing = [k for k in need if k not in doc]
     if missing:
@@ -292,7 +312,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
                 "id": tid,
                 "available": t.available,
                 "reason": t.reason,
-                "fix": harness.fix_hint(t.reason),
+                "fix": fix_hint(t.reason),
                 "plugin": spec,
                 "supportedOps": len(ops),
             }
@@ -322,8 +342,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     opts = Options(targets=ready, timeout=10.0, cache_dir=None, jobs=os.cpu_count() or 2)
     known = known_specs()  # built-in and installed targets; the rest came from --backend-plugin
     opts.plugins = {t.id: t.spec for t in targets if t.id not in known}
-    case = harness.Case("<smoke>", fn.name, fn, keg.dumps(Graph([fn])), inputs, "given")
-    doc, _ = harness.run_cases(harness.Collected([case], []), opts) if ready else ({}, 0)
+    case = Case("<smoke>", fn.name, fn, keg.dumps(Graph([fn])), inputs, "given")
+    doc, _ = harness.run_cases(Collected([case], []), opts) if ready else ({}, 0)
     smoke = doc["cases"][0]["targets"] if doc.get("cases") else {}
     rows: list[dict[str, Any]] = []
     failed = 0
@@ -342,7 +362,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 "available": t.available,
                 "smoke": state,
                 "reason": t.reason,
-                "fix": harness.fix_hint(t.reason),
+                "fix": fix_hint(t.reason),
                 "versions": harness._versions(t) if t.available else {},
             }
         )
@@ -377,7 +397,7 @@ def _keg_lookup(name: str) -> bytes | None:
     if not path or not os.path.exists(path):
         return None
     try:
-        graph = harness.compile_file(path)
+        graph = compile_file(path)
     except ValueError:
         return None
     if function not in graph.functions:
@@ -422,7 +442,7 @@ def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]
         pred = vc.predicate
         path, _, function = vc.name.rpartition(":")
         try:
-            graph = harness.compile_file(path)
+            graph = compile_file(path)
             fn = graph.functions[function]
         except (ValueError, KeyError) as e:
             ok = False
@@ -436,8 +456,8 @@ def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]
             cache_dir=None,
             plugins=plugins,
         )
-        case = harness.make_case(path, fn, opts, harness.companion_npz(path))
-        doc, _ = harness.run_cases(harness.Collected([case], []), opts)
+        case = make_case(path, fn, opts, companion_npz(path))
+        doc, _ = harness.run_cases(Collected([case], []), opts)
         got = doc["cases"][0]["targets"] if doc["cases"] else {}
         for tid, rec in pred.get("targets", {}).items():
             want = [o["digest"]["sha256"] for o in rec.get("outputs", [])]
@@ -466,10 +486,10 @@ def cmd_repro(args: argparse.Namespace) -> int:
     conf, _ = config_mod.load()
     opts = build_options(args, conf)
     opts.cache_dir = None
-    collected = harness.collect(args.paths or ["corpora"], opts)
+    collected = collect(args.paths or ["corpora"], opts)
     key = args.case
     if os.path.exists(key):
-        collected = harness.collect([key], opts)
+        collected = collect([key], opts)
         chosen = collected.cases
     else:
         chosen = [c for c in collected.cases if c.fingerprint.startswith(key.lower())]
@@ -478,7 +498,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
             f"no case matches '{key}' (give a fingerprint prefix and the paths to search, or a file)"
         )
     doc, code = harness.run_cases(
-        harness.Collected(chosen, collected.errors if os.path.exists(key) else []), opts
+        Collected(chosen, collected.errors if os.path.exists(key) else []), opts
     )
     from keracheck.formats import render
 
@@ -492,7 +512,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     args.baseline = None
     opts = build_options(args, conf)
     doc, code = harness.run(args.paths, opts)
-    base = harness.baseline_from(doc, args.reason)
+    base = baseline_from(doc, args.reason)
     out = args.output or ".keracheck/baseline.json"
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     files.write_atomic(out, json.dumps(base, indent=2) + "\n")
@@ -531,6 +551,18 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "--backend-plugin", action="append", metavar="SPEC", help="module:attr or file.py:Class"
     )
     p.add_argument("--baseline", help="accepted divergences (JSON from 'keracheck baseline write')")
+    p.add_argument(
+        "--opt-levels",
+        metavar="LEVELS",
+        help="run every target at each optimisation level, e.g. 0,2 (default: targets at 0, and "
+        "ref checks -O0 against -O2); a difference between levels is an 'opt-level' divergence",
+    )
+    p.add_argument(
+        "--pass-plugin",
+        action="append",
+        metavar="SPEC",
+        help="an optimisation pass (module:attr or file.py:attr) run after the built-in ones",
+    )
     p.add_argument(
         "--lf",
         "--last-failed",
@@ -644,6 +676,18 @@ def parser() -> argparse.ArgumentParser:
         help="generation policies: comma list, 'all' (every one, large-tensors too) or 'none'; default: all but large-tensors",
     )
     f.add_argument("--shrink-seconds", type=float, help="cap on one shrink, seconds (default 60)")
+    f.add_argument(
+        "--opt-levels",
+        metavar="LEVELS",
+        help="also run every target at these optimisation levels (e.g. 0,2): T@O2 must give "
+        "the bits of ref, so an unsafe pass is found and shrunk like a back-end bug",
+    )
+    f.add_argument(
+        "--pass-plugin",
+        action="append",
+        metavar="SPEC",
+        help="an optimisation pass (module:attr or file.py:attr) to fuzz with --opt-levels",
+    )
     return p
 
 

@@ -31,6 +31,8 @@ KEYS = {
     "backend_plugins",
     "format",
     "input_profile",
+    "opt_levels",
+    "pass_plugins",
 }
 
 
@@ -64,12 +66,15 @@ def load(start: Path | None = None) -> tuple[dict[str, Any], Path | None]:
             raise ConfigError(
                 f"{path}: [tool.keracheck] has unknown key '{key}' (known: {', '.join(sorted(KEYS))})"
             )
-        if k in ("targets", "require", "backend_plugins") and isinstance(value, str):
+        if k in ("targets", "require", "backend_plugins", "pass_plugins") and isinstance(
+            value, str
+        ):
             value = [v.strip() for v in value.split(",") if v.strip()]
         expected: Any = {
             "targets": list, "require": list, "backend_plugins": list,
             "inputs": int, "seed": int, "repeat": int, "jobs": int,
             "timeout": (int, float), "baseline": str, "format": str, "input_profile": str,
+            "opt_levels": (str, list), "pass_plugins": list,
         }[k]  # fmt: skip
         if not isinstance(value, expected) or isinstance(value, bool):
             raise ConfigError(f"{path}: [tool.keracheck] '{key}' has the wrong type")

@@ -1,205 +1,50 @@
 """``keracheck run``: compile each case once, run it on every target, compare bit for bit.
 
-A *case* is one exported function of a corpus file, keyed by its fingerprint.  Each case is
-compiled once to the canonical ``.keg`` bytes of a single-export graph; every target consumes
-those bytes (in a worker process, see ``keracheck.worker``) and reports the fingerprint it
-loaded.  Outputs are compared bitwise against ``ref`` (or, without it, the first target that
-ran), repeats of one target against each other (``nondeterministic``), and every differing
-element is classified (``keracheck.compare``).  The result is one JSON-able document (schema:
-``keracheck/schemas/run-v1.json``) that every output format renders.
-
-Exit codes: 0 all agree (or every divergence is baselined); 1 a new divergence; 2 a usage or
-input error (the rest of the run still completes and is reported); 3 a target crashed or
-failed, or an internal error; 4 a required target is unavailable; 5 nothing to run.
+The run's orchestration: collect the cases (:mod:`keracheck.collect`), resolve and probe the
+targets, run each target's cases in contained workers (``keracheck.worker``; results cached by
+``keracheck.result_cache``), then build the run document (:mod:`keracheck.document`, where the
+exit codes are defined) with the baseline applied (:mod:`keracheck.baseline`).  Every target
+consumes the case's canonical ``.keg`` bytes and reports the fingerprint it loaded.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import io
-import json
 import os
-import shlex
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kera import files, keg
-from kera.dtypes import from_numpy
-from kera.files import LoadError, load_graph
+from kera import files, keg, passes
 from kera.ir import Function, Graph
-from keracheck import inputs as inputs_mod
-from keracheck.backend import declines
-from keracheck.compare import diff_outputs
+from kera.passes import Pass
+from keracheck import opt_levels as levels
+from keracheck.baseline import apply_baseline
+from keracheck.collect import Case, Collected, collect, compile_file, make_case
+from keracheck.document import (
+    EXIT_OK,
+    EXIT_REQUIRED,
+    case_document,
+    document,
+    exit_code,
+    utc_now,
+)
+from keracheck.options import Options
 from keracheck.progress import Phases
 from keracheck.result_cache import ResultCache as ResultCache
 from keracheck.result_cache import default_cache_dir as default_cache_dir
 from keracheck.result_cache import plugin_digest as plugin_digest
 from keracheck.result_cache import source_digest as source_digest
-from keracheck.select import node_ids
+from keracheck.target import declines
 from keracheck.targets import Target, default_ids, known_specs, resolve_all
 from keracheck.worker import Job, JobResult, run_isolated
 
 Array = np.ndarray[Any, Any]
-
-EXIT_OK, EXIT_DIVERGE, EXIT_USAGE, EXIT_CRASH, EXIT_REQUIRED, EXIT_EMPTY = 0, 1, 2, 3, 4, 5
-SCHEMA_VERSION = 1
-
-
-@dataclass
-class Options:
-    targets: list[str] | None = None
-    require: list[str] = field(default_factory=list)
-    plugins: dict[str, str] = field(default_factory=dict)  # id -> spec
-    n: int = 64
-    seed: int = 0
-    repeat: int = 1
-    jobs: int = 2
-    timeout: float = 120.0
-    baseline: dict[str, Any] | None = None
-    dump_outputs: str | None = None
-    cache_dir: str | None = None
-    command: str = "keracheck run"
-    progress: Callable[[str], None] | None = None
-    keyword: Callable[[str], bool] | None = None
-    input_profile: str = (
-        "special"  # keracheck.inputs.PROFILES  # -k: which node ids (path::function) run
-    )
-    heartbeat: float = 10.0  # seconds between "still running" lines while targets run
-
-
-@dataclass
-class Case:
-    path: str
-    function: str
-    fn: Function
-    keg_bytes: bytes
-    inputs: dict[str, Array]
-    input_source: str
-
-    @property
-    def fingerprint(self) -> str:
-        return self.fn.fingerprint
-
-    @property
-    def key(self) -> str:
-        return f"{self.fingerprint}:{self.path}:{self.function}"
-
-
-@dataclass
-class Collected:
-    cases: list[Case]
-    errors: list[dict[str, str]]
-
-
-# ------------------------------------------------------------------------------ collecting
-
-
-def iter_files(paths: Sequence[str]) -> Iterable[tuple[str, str | None]]:
-    """(file, error) for every .kera/.keg file under paths (recursive, sorted)."""
-    for p in paths:
-        path = Path(p)
-        if path.is_dir():
-            for f in sorted(path.rglob("*")):
-                if f.is_file() and f.suffix in (".kera", ".keg"):
-                    yield str(f), None
-        elif path.is_file() and path.suffix in (".kera", ".keg"):
-            yield str(path), None
-        elif path.is_file():
-            yield str(path), f"{path}: not a Kera file (expected a .kera source or a .keg graph)"
-        elif path.exists():
-            yield str(path), f"{path}: not a regular file (a FIFO or device?)"
-        else:
-            yield str(path), f"{path}: no such file or directory"
-
-
-#: diagnostics shown per file in a run's report (the rest are counted; kerac check lists all)
-MAX_DIAGNOSTICS = 20
-
-
-def compile_file(path: str) -> Graph:
-    """The graph of a .kera or .keg file; raises ValueError with a located message."""
-    try:
-        return load_graph(path, max_diagnostics=MAX_DIAGNOSTICS)
-    except LoadError as e:
-        raise ValueError(e.diagnostics.rstrip() or str(e)) from None
-
-
-def companion_npz(path: str) -> str:
-    p = Path(path)
-    return str(p.with_name(p.name.removesuffix(p.suffix) + ".inputs.npz"))
-
-
-def make_case(path: str, fn: Function, opts: Options, npz: str | None = None) -> Case:
-    keg_bytes = keg.dumps(Graph([fn]))
-    given = inputs_mod.load_npz(npz, fn.name, fn) if npz and os.path.exists(npz) else None
-    if given is not None:
-        inputs_mod.check_budget(fn, next(iter(given.values())).shape[0] if given else 1, str(npz))
-        return Case(path, fn.name, fn, keg_bytes, given, "npz")
-    inputs_mod.check_budget(fn, opts.n, path)
-    return Case(
-        path,
-        fn.name,
-        fn,
-        keg_bytes,
-        inputs_mod.generate(fn, opts.n, opts.seed, opts.input_profile),
-        "generated",
-    )
-
-
-def collect(paths: Sequence[str], opts: Options) -> Collected:
-    """The cases under ``paths`` (files, directories, or ``file::function`` node ids), those
-    ``opts.keyword`` selects."""
-    cases: list[Case] = []
-    errors: list[dict[str, str]] = []
-    seen: set[str] = set()
-    plain, wanted = node_ids(list(paths))
-    for path, err in iter_files(plain):
-        if err:
-            errors.append({"path": path, "message": err})
-            continue
-        try:
-            graph = compile_file(path)
-        except ValueError as e:
-            errors.append({"path": path, "message": str(e)})
-            continue
-        only = wanted.get(path)
-        for name in sorted((only or set()) - set(graph.functions)):
-            have = ", ".join(graph.functions) or "none"
-            errors.append(
-                {"path": path, "message": f"{path}: no exported function '{name}' (has: {have})"}
-            )
-        for fn in graph.functions.values():
-            if (only is None or fn.name in only) and _selected(opts, f"{path}::{fn.name}"):
-                case = _case_or_error(path, fn, opts, errors)
-                if case is not None and case.key not in seen:
-                    seen.add(case.key)
-                    cases.append(case)
-    return Collected(cases, errors)
-
-
-def _selected(opts: Options, node_id: str) -> bool:
-    return opts.keyword is None or opts.keyword(node_id)
-
-
-def _case_or_error(
-    path: str, fn: Function, opts: Options, errors: list[dict[str, str]]
-) -> Case | None:
-    try:
-        return make_case(path, fn, opts, companion_npz(path))
-    except inputs_mod.InputFileError as e:
-        errors.append({"path": path, "message": str(e)})
-    except MemoryError:
-        errors.append(
-            {"path": path, "message": f"{path}: '{fn.name}': out of memory for its inputs"}
-        )
-    return None
 
 
 # ------------------------------------------------------------------------------ targets
@@ -281,7 +126,7 @@ def run_target(
 
 
 def run(paths: Sequence[str], opts: Options) -> tuple[dict[str, Any], int]:
-    started = _now()
+    started = utc_now()
     collected = collect(paths, opts)
     return run_cases(collected, opts, started)
 
@@ -289,7 +134,7 @@ def run(paths: Sequence[str], opts: Options) -> tuple[dict[str, Any], int]:
 def run_cases(
     collected: Collected, opts: Options, started: str | None = None
 ) -> tuple[dict[str, Any], int]:
-    started = started or _now()
+    started = started or utc_now()
     targets, unknown = select_targets(opts)
     errors = list(collected.errors)
     for tid in unknown:
@@ -306,24 +151,33 @@ def run_cases(
     runnable = [t for t in targets if t.available]
     versions = {t.id: _versions(t) for t in runnable}
     results: dict[str, dict[str, JobResult | str]] = {}
+    extra = levels.load_pass_plugins(opts.pass_plugins)
+    plan = _level_plan(collected.cases, runnable, opts, extra)
+    targets = [*targets, *(t for t, _ in plan if t.id not in by_id)]
 
     phases = Phases(opts.progress, opts.heartbeat)
 
-    def one(t: Target) -> None:
+    def one(job: tuple[Target, levels.Optimised | None]) -> None:
+        t, opt = job
         phases.start(t.id)
         mine = replace(opts, progress=phases.say if opts.progress else None)
-        results[t.id] = run_target(t, collected.cases, mine, versions[t.id])
+        base = versions[levels.split_id(t.id)[0]]
+        results[t.id] = _run_level(t, collected.cases, opt, mine, base)
         phases.done(t.id, results[t.id])
 
     if collected.cases:
         if opts.progress:
             opts.progress(
-                f"{len(collected.cases)} cases on {len(runnable)} targets: "
-                + ", ".join(t.id for t in runnable)
+                f"{len(collected.cases)} cases on {len(plan)} targets: "
+                + ", ".join(t.id for t, _ in plan)
             )
         with phases, ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-            list(pool.map(one, runnable))
-    case_docs = [case_document(c, targets, results, opts) for c in collected.cases]
+            list(pool.map(one, plan))
+    checks, culprits = _level_checks(collected.cases, plan, results, opts, extra)
+    case_docs = [
+        case_document(c, targets, results, opts, checks.get(c.key, ()), culprits)
+        for c in collected.cases
+    ]
     if opts.dump_outputs:
         dump_outputs(opts.dump_outputs, collected.cases, results)
     stale = apply_baseline(case_docs, opts.baseline)
@@ -333,288 +187,88 @@ def run_cases(
     return doc, code
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+# ------------------------------------------------------------------------------ opt levels
 
 
-def case_document(
-    case: Case,
-    targets: Sequence[Target],
-    results: Mapping[str, Mapping[str, JobResult | str]],
+def _level_plan(
+    cases: Sequence[Case], runnable: Sequence[Target], opts: Options, extra: Sequence[Pass]
+) -> list[tuple[Target, levels.Optimised | None]]:
+    """(target or level variant, its optimised cases; None at level 0), level 0 first."""
+    plan: list[tuple[Target, levels.Optimised | None]] = []
+    for level in opts.opt_levels:
+        opt = levels.optimise_cases(cases, level, extra) if level else None
+        for t in runnable:
+            plan.append((replace(t, id=levels.level_id(t.id, level)), opt))
+    return plan
+
+
+def _run_level(
+    t: Target,
+    cases: list[Case],
+    opt: levels.Optimised | None,
     opts: Options,
-) -> dict[str, Any]:
-    tdocs: dict[str, Any] = {}
-    ok: dict[str, list[list[Array]]] = {}
-    for t in targets:
-        tdocs[t.id] = target_entry(t, results.get(t.id, {}).get(case.key))
-        res = results.get(t.id, {}).get(case.key)
-        if isinstance(res, JobResult) and res.status == "ok":
-            ok[t.id] = res.outputs
-    divergences = []
-    for tid, outs in ok.items():  # run-to-run stability of each target
-        for r in range(1, len(outs)):
-            divergences += _diffs(
-                outs[0], outs[r], (f"{tid}#1", f"{tid}#{r + 1}"), (tid, tid), "nondeterministic"
-            )
-    order = list(ok)
-    if order:
-        base = "ref" if "ref" in ok else order[0]
-        for tid in order:
-            if tid != base:
-                divergences += _diffs(ok[base][0], ok[tid][0], (base, tid), (base, tid), "diverge")
-    statuses = [d["status"] for d in tdocs.values()]
-    if divergences:
-        verdict = "diverge"
-    elif "error" in statuses:
-        verdict = "error"
-    elif len(ok) >= 2:
-        verdict = "agree"
-    else:
-        verdict = "skipped"
-    digest = hashlib.sha256(case.keg_bytes).hexdigest()
-    return {
-        "fingerprint": case.fingerprint,
-        "path": case.path,
-        "function": case.function,
-        "verdict": verdict,
-        "keg": {
-            "sha3_256": hashlib.sha3_256(case.keg_bytes).hexdigest(),
-            "sha256": digest,
-            "size": len(case.keg_bytes),
-        },
-        "inputs": {
-            "seed": opts.seed,
-            "n": int(next(iter(case.inputs.values())).shape[0]) if case.inputs else 1,
-            "source": case.input_source,
-            "profile": opts.input_profile if case.input_source == "generated" else None,
-            "digests": {k: inputs_mod.digest(v) for k, v in case.inputs.items()},
-        },
-        "targets": tdocs,
-        "divergences": divergences,
-        "repro": repro_command(case, [t for t, d in tdocs.items() if d["status"] in RAN], opts),
-    }
-
-
-RAN = ("ok", "error")  # target statuses that mean the target ran the case
-
-
-def repro_command(case: Case, involved: Sequence[str], opts: Options) -> str:
-    """The command that re-runs this case as this run did: every target that ran it (failing
-    ones included), the plugins among them, and the seed and input count when the inputs were
-    generated (a companion npz is found again by its path)."""
-    targets = list(dict.fromkeys(["ref", *involved])) if "ref" in involved else list(involved)
-    parts = ["keracheck", "repro", case.fingerprint, case.path]
-    parts += ["--targets", ",".join(targets or ["ref"])]
-    for tid in targets:
-        if tid in opts.plugins:
-            parts += ["--backend-plugin", opts.plugins[tid]]
-    if case.input_source == "generated":
-        parts += ["--seed", str(opts.seed), "--inputs", str(opts.n)]
-        if opts.input_profile != "special":
-            parts += ["--input-profile", opts.input_profile]
-    return shlex.join(parts)
-
-
-def target_entry(t: Target, res: JobResult | str | None) -> dict[str, Any]:
-    if not t.available:
-        return {"status": "unavailable", "message": t.reason}
-    if isinstance(res, str):
-        return {"status": "unsupported", "message": res}
-    if res is None:
-        return {"status": "error", "message": "no result (internal error)"}
-    entry: dict[str, Any] = {
-        "status": res.status,
-        "message": res.message,
-        **({"traceback": res.traceback} if res.traceback else {}),
-        "loadedFingerprint": res.loaded,
-        "seconds": round(res.seconds, 6),
-        "artifacts": res.artifacts,
-    }
-    if res.status == "ok":
-        entry["outputs"] = [
-            {
-                "index": k,
-                "dtype": from_numpy(a.dtype).value,
-                "shape": list(a.shape),
-                "sha256": inputs_mod.digest(a),
-            }
-            for k, a in enumerate(res.outputs[0])
-        ]
-    return entry
-
-
-def _diffs(
-    a: list[Array], b: list[Array], names: tuple[str, str], pair: tuple[str, str], kind: str
-) -> list[dict[str, Any]]:
-    out = []
-    for k, (x, y) in enumerate(zip(a, b, strict=True)):
-        d = diff_outputs(x, y, names)
-        if d is not None:
-            out.append(
-                {
-                    "targets": list(pair),
-                    "output": k,
-                    "kind": kind,
-                    "baselined": False,
-                    "reason": None,
-                    **d,
-                }
-            )
+    versions: Mapping[str, str],
+) -> dict[str, JobResult | str]:
+    """Results per source case key; a variant runs the optimised cases."""
+    if opt is None:
+        return run_target(t, cases, opts, versions)
+    mine = [opt.cases[c.key] for c in cases if c.key in opt.cases]
+    got = run_target(t, mine, opts, versions)
+    out: dict[str, JobResult | str] = {k: JobResult("error", m) for k, m in opt.errors.items()}
+    for c in cases:
+        if c.key in opt.cases:
+            out[c.key] = got[opt.cases[c.key].key]
     return out
 
 
-def exit_code(doc: Mapping[str, Any]) -> int:
-    cases = doc["cases"]
-    if any(d for c in cases for d in c["divergences"] if not d["baselined"]):
-        return EXIT_DIVERGE
-    if doc["errors"]:
-        return EXIT_USAGE
-    if any(c["verdict"] == "error" for c in cases):
-        return EXIT_CRASH
-    if not cases:
-        return EXIT_EMPTY
-    return EXIT_OK
-
-
-def document(
-    case_docs: list[dict[str, Any]],
-    targets: Sequence[Target],
+def _level_checks(
+    cases: Sequence[Case],
+    plan: Sequence[tuple[Target, levels.Optimised | None]],
+    results: Mapping[str, Mapping[str, JobResult | str]],
     opts: Options,
-    started: str,
-    errors: list[dict[str, str]],
-    stale: list[dict[str, Any]],
-    versions: Mapping[str, Mapping[str, str]] | None = None,
-) -> dict[str, Any]:
-    verdicts = [c["verdict"] for c in case_docs]
-    baselined = sum(1 for c in case_docs for d in c["divergences"] if d["baselined"])
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "tool": {"name": "keracheck", "version": keracheck_version()},
-        "run": {
-            "startedOn": started,
-            "finishedOn": _now(),
-            "seed": opts.seed,
-            "inputs": opts.n,
-            "targets": [t.id for t in targets],
-            "repeat": opts.repeat,
-            "command": opts.command,
-        },
-        "summary": {
-            "cases": len(case_docs),
-            "agree": verdicts.count("agree"),
-            "diverge": verdicts.count("diverge"),
-            "error": verdicts.count("error"),
-            "skipped": verdicts.count("skipped"),
-            "baselined": baselined,
-            "inputErrors": len(errors),
-            "staleBaseline": len(stale),
-            "exitCode": None,
-        },
-        "targets": [
-            {
-                "id": t.id,
-                "available": t.available,
-                "reason": t.reason,
-                "fix": fix_hint(t.reason),
-                "versions": dict((versions or {}).get(t.id, {})),
-            }
-            for t in targets
-        ],
-        "errors": errors,
-        "staleBaseline": stale,
-        "cases": case_docs,
-    }
-
-
-def fix_hint(reason: str | None) -> str | None:
-    """The install command inside an unavailability reason ('...: apt-get install x')."""
-    if not reason:
-        return None
-    for marker in ("apt-get install", "pip install", "scripts/"):
-        i = reason.find(marker)
-        if i >= 0:
-            return reason[i:]
-    return None
-
-
-def keracheck_version() -> str:
-    from kera.version import package_version
-
-    return package_version()
-
-
-# ------------------------------------------------------------------------------ baseline
-
-
-def baseline_key(fp: str, pair: Sequence[str], output: int) -> str:
-    return f"{fp}:{pair[0]}:{pair[1]}:{output}"
-
-
-def apply_baseline(
-    case_docs: list[dict[str, Any]], baseline: Mapping[str, Any] | None
-) -> list[dict[str, Any]]:
-    """Mark baselined divergences; return the baseline entries that matched nothing (stale)."""
-    if not baseline:
-        return []
-    entries = {
-        baseline_key(e["fingerprint"], e["targets"], e["output"]): e for e in baseline["entries"]
-    }
-    used: set[str] = set()
-    for c in case_docs:
-        for d in c["divergences"]:
-            k = baseline_key(c["fingerprint"], d["targets"], d["output"])
-            if k in entries:
-                d["baselined"] = True
-                d["reason"] = entries[k].get("reason")
-                used.add(k)
-    return [e for k, e in entries.items() if k not in used]
-
-
-def baseline_from(doc: Mapping[str, Any], reason: str) -> dict[str, Any]:
-    entries = [
-        {
-            "fingerprint": c["fingerprint"],
-            "path": c["path"],
-            "function": c["function"],
-            "targets": d["targets"],
-            "output": d["output"],
-            "classes": d["classes"],
-            "reason": reason,
-        }
-        for c in doc["cases"]
-        for d in c["divergences"]
-    ]
-    return {"schemaVersion": 1, "entries": entries}
-
-
-class BaselineError(ValueError):
-    pass
-
-
-def load_baseline(path: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise BaselineError(f"{path}: cannot read baseline: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise BaselineError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except (RecursionError, UnicodeDecodeError) as e:
-        raise BaselineError(f"{path}: invalid JSON ({type(e).__name__})") from None
-    if (
-        not isinstance(data, dict)
-        or data.get("schemaVersion") != 1
-        or not isinstance(data.get("entries"), list)
-    ):
-        raise BaselineError(f"{path}: not a keracheck baseline (schemaVersion 1 with 'entries')")
-    for i, entry in enumerate(data["entries"]):
-        ok = isinstance(entry, dict) and isinstance(entry.get("fingerprint"), str)
-        ok = ok and isinstance(entry.get("targets"), list) and len(entry["targets"]) == 2
-        ok = ok and isinstance(entry.get("output"), int) and isinstance(entry.get("reason"), str)
-        if not ok:
-            raise BaselineError(
-                f"{path}: entry {i} needs fingerprint, targets [a, b], output and reason"
+    extra: Sequence[Pass],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, str], str | None]]:
+    """The in-process -O0/-O2 check on ref (when no level was asked for), and the culprit
+    pass of each level variant that differs from its target at level 0."""
+    checks: dict[str, list[dict[str, Any]]] = {}
+    if opts.opt_levels == (0,):
+        for c in cases:
+            checks[c.key] = levels.ref_check(c, extra)
+    culprits: dict[tuple[str, str], str | None] = {}
+    for t, opt in plan:
+        if opt is None:
+            continue
+        own = levels.split_id(t.id)[0]
+        for c in cases:
+            base, got = results.get(own, {}).get(c.key), results[t.id].get(c.key)
+            if not (_ok(base) and _ok(got)):
+                continue
+            assert isinstance(base, JobResult) and isinstance(got, JobResult)
+            if levels.first_differing(base.outputs[0], [("", got.outputs[0])]) is None:
+                continue
+            pipeline = passes.pipeline(opt.level, extra)
+            culprits[(c.key, t.id)] = levels.culprit(
+                c.fn, base.outputs[0], pipeline, _runner(t, c, opts)
             )
-    return data
+    return checks, culprits
+
+
+def _ok(res: JobResult | str | None) -> bool:
+    return isinstance(res, JobResult) and res.status == "ok"
+
+
+def _runner(t: Target, case: Case, opts: Options) -> Any:
+    """Run several graphs of one case on ``t`` in one batch (the culprit search)."""
+
+    def run_all(fns: list[Function]) -> list[Sequence[Array] | None]:
+        jobs = [
+            Job(f"{i}", keg.dumps(Graph([f])), case.function, case.inputs)
+            for i, f in enumerate(fns)
+        ]
+        got = run_isolated(t.spec, jobs, 1, opts.timeout)
+        return [got[j.key].outputs[0] if _ok(got.get(j.key)) else None for j in jobs]
+
+    return run_all
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -698,16 +352,6 @@ def check_deterministic(
     from keracheck.formats import render
 
     return doc["cases"], render("text", doc)
-
-
-def summary_document(
-    cases: list[dict[str, Any]], targets: list[str], options: Mapping[str, Any]
-) -> dict[str, Any]:
-    opts = Options()
-    doc = document(cases, [], opts, _now(), [], [])
-    doc["run"]["targets"] = sorted({t for c in cases for t in c["targets"]})
-    doc["summary"]["exitCode"] = exit_code(doc)
-    return doc
 
 
 def print_err(msg: str) -> None:

@@ -20,7 +20,7 @@ import os
 from multiprocessing.connection import Connection
 from typing import Any
 
-from keracheck.backend import BackendError, Inputs, Outputs
+from keracheck.target import BackendError, Inputs, Outputs
 
 #: seconds a plugin's available() may take (it may build a probe), and any other call
 AVAILABLE_TIMEOUT = 120.0

@@ -41,7 +41,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     cases = config.stash.get(_CASES_KEY, [])
     if path:
         from kera.files import write_atomic
-        from keracheck.harness import summary_document
+        from keracheck.document import summary_document
 
         write_atomic(path, json.dumps(summary_document(cases, targets=[], options={}), indent=2))
 

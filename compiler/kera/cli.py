@@ -99,7 +99,7 @@ def _optimise(graph: Graph, args: argparse.Namespace) -> Graph:
         if p.name in after:
             sys.stdout.write(f"; after {p.name}\n{function_text(fn)}\n")
 
-    after = set(args.print_after or ())
+    after = set(getattr(args, "print_after", None) or ())
     try:
         extra = [passes.load_plugin(s) for s in args.pass_plugin or ()]
         if args.passes is not None:

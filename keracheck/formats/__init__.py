@@ -7,7 +7,7 @@ share what lives here:
 
 * rule ids, stable across releases: KC001 bit divergence, KC002 divergence in NaN payloads or
   the sign of zero only, KC003 target error, KC004 nondeterministic (repeats of one target
-  differ);
+  differ), KC005 opt-level (one target at two optimisation levels differs);
 * findings: one per divergence (baselined ones flagged) and one per target error, in case
   order, each with a title, a one-line message and the SARIF partial fingerprint
   ``<fingerprint>:<a>:<b>:<output>`` (``<fingerprint>:<target>:error`` for errors);
@@ -64,6 +64,12 @@ RULES = {
         "Nondeterministic",
         "Repeated runs of one target gave different bits.",
     ),
+    "KC005": Rule(
+        "KC005",
+        "opt-level",
+        "OptLevelDivergence",
+        "One target gave different bits at two optimisation levels (a pass changed the bits).",
+    ),
 }
 _QUIET_CLASSES = frozenset({"nan-payload", "signed-zero"})  # KC002 when nothing else differs
 
@@ -72,6 +78,8 @@ def rule_for(divergence: Mapping[str, Any]) -> str:
     """The rule id of one divergence record."""
     if divergence.get("kind") == "nondeterministic":
         return "KC004"
+    if divergence.get("kind") == "opt-level":
+        return "KC005"
     classes = set(divergence.get("classes") or {})
     return "KC002" if classes and classes <= _QUIET_CLASSES else "KC001"
 
@@ -79,6 +87,8 @@ def rule_for(divergence: Mapping[str, Any]) -> str:
 def blamed(divergence: Mapping[str, Any]) -> tuple[str, ...]:
     """The targets a divergence counts against (everyone but the oracle, when it is present)."""
     targets = tuple(dict.fromkeys(divergence["targets"]))
+    if divergence.get("kind") == "opt-level":
+        return targets[-1:]  # the optimised level; its level-0 self is the witness
     others = tuple(t for t in targets if t != REFERENCE)
     return others or targets
 
@@ -114,7 +124,11 @@ def pair_text(divergence: Mapping[str, Any]) -> str:
     targets = list(divergence["targets"])
     if divergence.get("kind") == "nondeterministic" and len(set(targets)) == 1:
         return f"{targets[0]} (repeats)"
-    return " vs ".join(targets)
+    text = " vs ".join(targets)
+    if divergence.get("kind") == "opt-level":
+        culprit = divergence.get("pass")
+        text += f" (changed by pass '{culprit}')" if culprit else " (optimisation levels)"
+    return text
 
 
 def mismatch_summary(divergence: Mapping[str, Any]) -> str:

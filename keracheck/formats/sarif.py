@@ -1,7 +1,7 @@
 """SARIF 2.1.0 for code-scanning tools (GitHub's ``upload-sarif`` among them).
 
 One run whose driver lists the four stable rules (KC001 bit divergence, KC002 NaN-payload or
-signed-zero only, KC003 target error, KC004 nondeterministic), and one result per finding:
+signed-zero only, KC003 target error, KC004 nondeterministic, KC005 opt-level), and one result per finding:
 
 * ``locations[0]``: the corpus file (relative URI, percent-encoded, base ``%SRCROOT%``), line
   ``case["line"]`` when the harness records it, else 1, plus the function as a logical location;

@@ -87,7 +87,19 @@ def options(args: argparse.Namespace) -> Options:
         pols = policies_mod.parse(getattr(args, "policy", None))
     except policies_mod.PolicyError as e:
         raise UsageError(str(e)) from None
+    from keracheck.opt_levels import LevelError, load_pass_plugins, parse_levels
+
+    pass_plugins = tuple(getattr(args, "pass_plugin", None) or ())
+    try:
+        levels = parse_levels(getattr(args, "opt_levels", None) or "0")
+        load_pass_plugins(pass_plugins)
+    except LevelError as e:
+        raise UsageError(str(e)) from None
+    if pass_plugins and levels == (0,):
+        raise UsageError("--pass-plugin needs --opt-levels with a level above 0 (e.g. 0,2)")
     return Options(
+        opt_levels=levels,
+        pass_plugins=pass_plugins,
         max_examples=max_examples,
         budget=budget,
         seed=int(getattr(args, "seed", 0) or 0),

@@ -29,19 +29,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
 
+from kera import passes
+from kera.ir import Function
 from kera.ops import Op
+from keracheck import opt_levels as levels
 from keracheck.fuzz import policies as policies_mod
 from keracheck.fuzz import reduce as reduce_mod
 from keracheck.fuzz import reproduce
-from keracheck.fuzz.oracle import Divergence, Oracle, Signature
+from keracheck.fuzz.oracle import Case, Divergence, Oracle, Signature
 from keracheck.fuzz.strategies import OP_ORDER, Drawn, batches, op_count, recorded_graphs
 from keracheck.targets import Target
 
@@ -83,6 +87,8 @@ class Options:
     command: str = "keracheck fuzz"
     progress: Callable[[Campaign], None] | None = None
     until: Callable[[Finding], bool] | None = None  # stop once a saved finding satisfies it
+    opt_levels: tuple[int, ...] = (0,)  # levels above 0 add a variant T@OL of every target
+    pass_plugins: tuple[str, ...] = ()  # --pass-plugin specs (run after the built-in passes)
 
 
 @dataclass
@@ -139,9 +145,19 @@ class Campaign:
     then ``findings`` (by signature), ``stats``, ``document()`` and ``exit_code()``."""
 
     def __init__(self, targets: Sequence[Target], opts: Options) -> None:
-        self.targets = list(targets)
         self.opts = opts
-        self.oracle = Oracle(self.targets, opts.inputs, opts.seed, opts.timeout, opts.isolate)
+        self.extra = levels.load_pass_plugins(opts.pass_plugins)
+        self.targets = list(targets)
+        optimisers: dict[str, Callable[[Function], Function]] = {}
+        for level in (lv for lv in opts.opt_levels if lv):
+            pipeline = passes.pipeline(level, self.extra)
+            for t in targets:
+                variant = replace(t, id=levels.level_id(t.id, level))
+                self.targets.append(variant)
+                optimisers[variant.id] = _optimiser(pipeline)
+        self.oracle = Oracle(
+            self.targets, opts.inputs, opts.seed, opts.timeout, opts.isolate, optimisers
+        )
         self.ops = common_ops(self.targets)
         self.findings: dict[Signature, Finding] = {}
         self.stats = Stats()
@@ -360,17 +376,27 @@ class Campaign:
             else f"{f.ops_before} ops, not shrunk (the reductions sufficed, {f.reduce_seconds:.1f} s)"
         )
         path = Path(self.opts.out or ".") / f"{f.fingerprint}.kera"
+        bases = list(dict.fromkeys(levels.split_id(t)[0] for t in sig.pair))
         plugins = "".join(
-            f" --backend-plugin {t.spec}"
-            for t in self.targets
-            if t.id in sig.pair and _is_plugin(t)
+            f" --backend-plugin {t.spec}" for t in self.targets if t.id in bases and _is_plugin(t)
         )
-        pair = ",".join(dict.fromkeys(sig.pair))
+        level = levels.split_id(sig.target)[1]
+        if level:
+            plugins += f" --opt-levels 0,{level}" + "".join(
+                f" --pass-plugin {spec}" for spec in self.opts.pass_plugins
+            )
+        pair = ",".join(bases)
         rows = f"{f.rows} row{'s' if f.rows != 1 else ''}"
         has_params = f.final is not None and f.final.fn.params
         inputs = f"{f.fingerprint}.inputs.npz, {rows}" if has_params else "none (no parameters)"
+        culprit = self.culprit_pass(f)
         return [
             f"targets: {ids} ({sig.target} differs from {sig.base})",
+            *(
+                [f"pass: {culprit} (the first pass whose output changes the bits)"]
+                if culprit
+                else []
+            ),
             f"found: {self.opts.command}, seed {self.opts.seed}, example {f.first_example} "
             f"({f.first_seconds:.1f} s), {f.count} hits; {how}, reduced to {f.ops_after}",
             f"inputs: {inputs}; {f.example}",
@@ -385,6 +411,25 @@ class Campaign:
 
     def exit_code(self) -> int:
         return 1 if self.findings else 0
+
+    def culprit_pass(self, f: Finding) -> str | None:
+        """For a divergence of a level variant: the first pass run that changes the bits of the
+        reproducer on that target (every intermediate graph in one batch)."""
+        tid = f.signature.target
+        level = levels.split_id(tid)[1]
+        if not level or f.final is None:
+            return None
+        case = f.final.case
+        want = self.oracle.runners[levels.split_id(tid)[0]].run([case])[0]
+        if want is None or isinstance(want, str):
+            return None
+        runner = self.oracle.runners[levels.split_id(tid)[0]]
+
+        def run_all(fns: list[Function]) -> list[Sequence[Array] | None]:
+            got = runner.run([Case(fn, case.inputs) for fn in fns])
+            return [None if r is None or isinstance(r, str) else r for r in got]
+
+        return levels.culprit(case.fn, want, passes.pipeline(level, self.extra), run_all)
 
     def document(self) -> dict[str, Any]:
         s = self.stats
@@ -471,6 +516,16 @@ def finding_document(f: Finding) -> dict[str, Any]:
         "shrinkCalls": f.shrink_calls,
         "reduceSeconds": f.reduce_seconds,
     }
+
+
+Array = np.ndarray[Any, Any]
+
+
+def _optimiser(pipeline: Sequence[passes.Pass]) -> Callable[[Function], Function]:
+    def optimise(fn: Function) -> Function:
+        return passes.optimize(fn, pipeline).function
+
+    return optimise
 
 
 def _is_plugin(t: Target) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,10 +41,12 @@ from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, Graph, Node
 from kera.ops import Op
+from kera.passes import PassError
 from keracheck import inputs as inputs_mod
-from keracheck.backend import declines
 from keracheck.compare import diff_outputs
 from keracheck.fuzz.workers import WarmWorker
+from keracheck.opt_levels import split_id
+from keracheck.target import declines
 from keracheck.targets import Target
 from keracheck.worker import Job, JobResult, execute
 
@@ -147,15 +149,23 @@ class Runner:
 
     MAX_CACHE = 200_000
 
-    def __init__(self, target: Target, timeout: float, isolate: bool) -> None:
+    def __init__(
+        self,
+        target: Target,
+        timeout: float,
+        isolate: bool,
+        optimise: Callable[[Function], Function] | None = None,
+    ) -> None:
         self.target = target
         self.timeout = timeout
         self.isolate = isolate
+        self.optimise = optimise  # a level variant (T@O2) runs each case's optimised graph
+        self.is_ref = split_id(target.id)[0] == REF
         self.cache: dict[str, Result] = {}
         self.calls = 0  # target invocations (toolchain batches)
         self.cases_run = 0
         self.seconds = 0.0
-        self.worker = WarmWorker(target.spec, timeout) if isolate and target.id != REF else None
+        self.worker = WarmWorker(target.spec, timeout) if isolate and not self.is_ref else None
 
     @property
     def id(self) -> str:
@@ -177,9 +187,11 @@ class Runner:
         self.cases_run += len(cases)
         t0 = time.monotonic()
         try:
-            if self.id == REF:
-                return {c.key: _interpret(c) for c in cases}
             out: dict[str, Result] = {}
+            if self.optimise is not None:
+                cases, out = self._optimised(cases)
+            if self.is_ref:
+                return out | {c.key: _interpret(c) for c in cases}
             if self.target.backend is not None:
                 for c in cases:
                     reason = declines(self.target.backend, c.fn)
@@ -193,6 +205,18 @@ class Runner:
             return out | {key: _result(res) for key, res in done.items()}
         finally:
             self.seconds += time.monotonic() - t0
+
+    def _optimised(self, cases: list[Case]) -> tuple[list[Case], dict[str, Result]]:
+        """The cases with their optimised graphs (same keys), and the optimiser's failures."""
+        assert self.optimise is not None
+        done: list[Case] = []
+        failed: dict[str, Result] = {}
+        for c in cases:
+            try:
+                done.append(Case(self.optimise(c.fn), c.inputs, c.key))
+            except PassError as e:
+                failed[c.key] = f"optimiser: {e}"
+        return done, failed
 
     def close(self) -> None:
         if self.worker is not None:
@@ -266,11 +290,13 @@ class Oracle:
         seed: int = 0,
         timeout: float = 30.0,
         isolate: bool = True,
+        optimisers: Mapping[str, Callable[[Function], Function]] | None = None,
     ) -> None:
         ids = [t.id for t in targets]
         if REF not in ids:
             raise ValueError("the oracle needs the 'ref' target")
-        self.runners = {t.id: Runner(t, timeout, isolate) for t in targets}
+        opt = optimisers or {}
+        self.runners = {t.id: Runner(t, timeout, isolate, opt.get(t.id)) for t in targets}
         self.others = [i for i in ids if i != REF]
         self.n_inputs = n_inputs
         self.seed = seed

@@ -6,7 +6,7 @@ compiles a set of source files into a shared object or a static executable and c
 the compiler's identity (path, ``-dumpfullversion``, ``-dumpmachine``), the kind of artifact, every
 flag and every source file's name and bytes.  A hit skips the compiler.  Artifacts are written to
 a temporary name and renamed into place, so concurrent builds of one hash are safe.  A failing
-compile raises :class:`keracheck.backend.BackendError` carrying gcc's own diagnostics.
+compile raises :class:`keracheck.target.BackendError` carrying gcc's own diagnostics.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from keracheck.backend import BackendError
 from keracheck.runners.sealed import intact, seal
 from keracheck.runners.tool import run_tool
+from keracheck.target import BackendError
 
 Kind = Literal["shared", "static"]
 _KIND_FLAGS: dict[str, tuple[str, ...]] = {

@@ -3,7 +3,7 @@
 :class:`Iverilog` is the only entry point: :meth:`Iverilog.available` (PATH check, never
 raises), argv builders (:meth:`Iverilog.compile_argv`, :meth:`Iverilog.run_argv`) and the two
 steps (:meth:`Iverilog.compile`, :meth:`Iverilog.run`).  A failing step raises
-:class:`keracheck.backend.BackendError` carrying the tool's own output.  Sources are compiled
+:class:`keracheck.target.BackendError` carrying the tool's own output.  Sources are compiled
 as Verilog-2005 (``-g2005``) unless told otherwise; parameters of the top module are set with
 ``-P``.
 """
@@ -14,8 +14,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from keracheck.backend import BackendError
 from keracheck.runners.tool import run_tool
+from keracheck.target import BackendError
 
 INSTALL = "apt-get install iverilog"
 

@@ -4,7 +4,7 @@ All jobs of one :meth:`NodeWasmRunner.run_jobs` call go to one ``node`` process 
 ``wasm_node_runner.mjs`` (beside this file); modules, inputs and outputs travel as files in a
 temporary folder (the layout is documented at the top of the script).  Missing ``node`` makes
 the runner unavailable with the reason; a job that traps or fails to compile becomes a
-:class:`~keracheck.backend.BackendError` for that job only.
+:class:`~keracheck.target.BackendError` for that job only.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from keracheck.backend import BackendError
 from keracheck.runners.tool import run_tool
 from keracheck.runners.wasm_job import Bytes, JobResult, WasmJob, as_bytes
+from keracheck.target import BackendError
 
 SCRIPT = Path(__file__).with_name("wasm_node_runner.mjs")
 INSTALL = "apt-get install nodejs"  # Node >= 16 for WebAssembly SIMD; Debian 12 has 18

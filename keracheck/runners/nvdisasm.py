@@ -19,8 +19,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from keracheck.backend import BackendError
 from keracheck.runners.nvidia import find_tool
+from keracheck.target import BackendError
 
 INSTALL = "nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put CUDA's nvdisasm on PATH)"
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([A-Za-z_$][\w$]*)")

@@ -2,7 +2,7 @@
 
 :class:`Ptxas` is the only entry point: :meth:`Ptxas.available` (PATH check, never raises),
 :meth:`Ptxas.version`, :meth:`Ptxas.argv` and :meth:`Ptxas.assemble`.  A rejected module raises
-:class:`PtxasError` (a :class:`keracheck.backend.BackendError`) whose message lists each ptxas
+:class:`PtxasError` (a :class:`keracheck.target.BackendError`) whose message lists each ptxas
 diagnostic with the PTX line it names, quoted from the text that was assembled::
 
     ptxas rejected the module (exit 255):
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from keracheck.backend import BackendError
 from keracheck.runners.nvidia import find_tool
+from keracheck.target import BackendError
 
 INSTALL = "ptxas not found: pip install nvidia-cuda-nvcc (or put the CUDA toolkit's ptxas on PATH)"
 _DIAGNOSTIC = re.compile(r"^ptxas [^,]*, line (\d+); (error|warning)\s*: (.*)$")

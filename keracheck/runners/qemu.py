@@ -3,7 +3,7 @@
 :class:`Qemu` wraps ``qemu-<arch>`` (Debian package ``qemu-user``).  binfmt_misc is not assumed
 to be registered, so the emulator is always called explicitly; the binaries we run are static,
 so no ``-L`` sysroot is needed.  A non-zero exit or a timeout raises
-:class:`keracheck.backend.BackendError` with the program's stderr.
+:class:`keracheck.target.BackendError` with the program's stderr.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from keracheck.backend import BackendError
 from keracheck.runners.tool import first_line, run_tool
+from keracheck.target import BackendError
 
 INSTALL = "apt-get install qemu-user"
 

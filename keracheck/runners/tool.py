@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from keracheck.backend import BackendError
+from keracheck.target import BackendError
 
 TAIL = 4000  # characters of the tool's output kept in an error
 

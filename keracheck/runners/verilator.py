@@ -4,7 +4,7 @@
 content: :meth:`Verilator.build` hashes the Verilator version, the argv template and every
 source file's bytes, and reuses ``<cache>/verilator/<hash>/sim`` when it exists, so one design
 is compiled once per machine (the cache root is ``$KERACHECK_CACHE`` or
-``~/.cache/keracheck``).  A failing step raises :class:`keracheck.backend.BackendError` with
+``~/.cache/keracheck``).  A failing step raises :class:`keracheck.target.BackendError` with
 Verilator's messages.  Debian's Verilator 5.006 is the reference version; ``--timing`` is
 passed because test benches use delays.
 """
@@ -18,9 +18,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from keracheck.backend import BackendError
 from keracheck.runners.sealed import intact, seal
 from keracheck.runners.tool import run_tool
+from keracheck.target import BackendError
 
 INSTALL = "apt-get install verilator"
 EXE = "sim"

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from keracheck.backend import BackendError
 from keracheck.runners.wasm_job import PAGE, Bytes, JobResult, WasmJob, as_bytes
+from keracheck.target import BackendError
 
 try:
     import wasmtime

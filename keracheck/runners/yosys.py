@@ -8,7 +8,7 @@ parses the JSON written by ``stat -json``.  The counts are of the flattened top 
   ``SB_MAC16`` (``synth_ice40 -dsp`` maps multipliers to them).
 * ``generic``: LUTs are ``$lut`` (4 inputs), flip-flops every ``$_*DFF*`` / ``$dff``-like cell.
 
-A failing run raises :class:`keracheck.backend.BackendError` with yosys's messages.
+A failing run raises :class:`keracheck.target.BackendError` with yosys's messages.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from keracheck.backend import BackendError
 from keracheck.runners.tool import run_tool
+from keracheck.target import BackendError
 
 INSTALL = "apt-get install yosys"
 FAMILIES = ("ice40", "generic")

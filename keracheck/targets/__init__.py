@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keracheck.backend import API_VERSION, Backend
+from keracheck.target import API_VERSION, Backend
 
 BUILTIN: dict[str, str] = {
     "ref": "keracheck.targets.ref:RefBackend",

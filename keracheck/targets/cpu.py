@@ -35,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends import c, c_driver
+from kera.backends import c
+from kera.backends.c import abi
 from kera.interp import batch_size
 from kera.ir import Function
 from keracheck import probe
-from keracheck.backend import API_VERSION, BackendError, Inputs, Outputs
 from keracheck.runners.gcc import Gcc
 from keracheck.runners.qemu import Qemu
+from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
 
 #: host ISA levels, best first
 HOST_ISAS = ("avx512", "avx2", "neon", "sse2", "scalar")
@@ -54,7 +55,7 @@ _X86_FLAGS = {
 }
 _ERRORS = {c.E_FPENV: "floating-point environment breaks the contract (FTZ/DAZ or rounding mode)"}
 _ERRORS[c.E_NOMEM] = "out of memory for the tile arena"
-_ERRORS[c_driver.E_BADCASE] = "the driver rejected the case"
+_ERRORS[abi.E_BADCASE] = "the driver rejected the case"
 
 
 @cache
@@ -341,11 +342,11 @@ class QemuTarget(_CBackend):
 
     def artifacts(self, fn: Function) -> dict[str, str]:
         src = c.emit([fn], isa=self.isa, name=c.c_ident(fn.name))
-        return src.files() | {"main.c": c_driver.emit_driver(src, {_sym(fn): fn})}
+        return src.files() | {"main.c": abi.emit_driver(src, {_sym(fn): fn})}
 
     def _build(self, fns: Mapping[str, Function]) -> Path:
         src = c.emit(fns, isa=self.isa)
-        driver = c_driver.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
+        driver = abi.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
         flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags, *self.extra]
         files = src.files() | {"main.c": driver}
         return self.gcc.build(files, flags, "static", self.timeout)
@@ -378,15 +379,13 @@ class QemuTarget(_CBackend):
         rows = [(entry, fn, _named_arrays(fn, inp)) for entry, fn, inp in cases]
         with tempfile.TemporaryDirectory(prefix="kera-qemu-") as tmp:
             inp, outp = Path(tmp) / "in.bin", Path(tmp) / "out.bin"
-            inp.write_bytes(c_driver.input_file(rows))
+            inp.write_bytes(abi.input_file(rows))
             try:
                 self.qemu.run(binary, [str(inp), str(outp)], self.timeout)
                 data = outp.read_bytes()
             except (BackendError, OSError) as e:
                 return [BackendError(str(e)) for _ in cases]
-        parsed = c_driver.read_output_file(
-            data, [(fn, batch_size(fn, inp)) for _, fn, inp in cases]
-        )
+        parsed = abi.read_output_file(data, [(fn, batch_size(fn, inp)) for _, fn, inp in cases])
         return [
             list(r) if not isinstance(r, int) else BackendError(f"status {r}: {_ERRORS.get(r)}")
             for r in parsed

@@ -23,8 +23,8 @@ import numpy as np
 
 from kera.backends.ptx import SUPPORTED_OPS, emit, kernel_name
 from kera.ir import Function
-from keracheck.backend import API_VERSION, BackendError, Inputs, Outputs
 from keracheck.ptx_emu import GlobalMemory, NanPolicy, PtxError, load, parse
+from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
 
 BLOCK = 128
 GPU_INSTALL = "pip install cuda-bindings cuda-core"  # the project's [gpu] extra

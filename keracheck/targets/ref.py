@@ -7,7 +7,7 @@ import numpy as np
 from kera.interp import interpret
 from kera.ir import Function
 from kera.ops import Op
-from keracheck.backend import API_VERSION, Inputs, Outputs
+from keracheck.target import API_VERSION, Inputs, Outputs
 
 
 class RefBackend:

@@ -5,7 +5,7 @@ instance: each case's inputs are written into linear memory at addresses from
 :func:`kera.backends.wasm.layout`, its kernel is called once over all its input vectors, and
 its outputs are read back.  If that job fails (a trap, an engine error) the cases are rerun one
 job each, so one bad case never loses the others.  A function with an op the back end does not
-lower fails alone, with a :class:`~keracheck.backend.BackendError`.
+lower fails alone, with a :class:`~keracheck.target.BackendError`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from kera.backends.wasm import (
 )
 from kera.ir import Function
 from keracheck import probe
-from keracheck.backend import API_VERSION, Array, BackendError, Inputs, Outputs
 from keracheck.runners import node_wasm, wasmtime_run
 from keracheck.runners.wasm_job import WasmJob
+from keracheck.target import API_VERSION, Array, BackendError, Inputs, Outputs
 
 Engine = Any  # WasmtimeRunner | NodeWasmRunner: both have run_jobs(jobs)
 

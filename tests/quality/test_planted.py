@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from kera.ir import Function
+from keracheck.collect import compile_file
 from keracheck.fuzz import select_targets, to_kera
 from keracheck.fuzz.engine import Campaign, Finding, Options
 from keracheck.fuzz.oracle import Case, Oracle
-from keracheck.harness import compile_file
 from keracheck.inputs import load_npz
 
 sys.path.insert(0, str(Path(__file__).parent))

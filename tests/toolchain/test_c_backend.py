@@ -28,7 +28,7 @@ from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, Node
 from kera.ops import TypeRuleError
-from keracheck.backend import BackendError
+from keracheck.target import BackendError
 from keracheck.targets.cpu import CpuTarget, QemuTarget
 
 pytestmark = pytest.mark.toolchain

@@ -227,7 +227,7 @@ CORPORA = Path(__file__).resolve().parents[2] / "corpora"
 
 
 def corpus_functions() -> list[tuple[str, Function]]:
-    from keracheck.harness import compile_file
+    from keracheck.collect import compile_file
 
     out = []
     for path in sorted(CORPORA.glob("*.kera")):
@@ -255,7 +255,7 @@ def test_ptxas_accepts_the_corpus() -> None:
     reason = ptxas.available()
     if reason is not None:
         pytest.skip(reason)
-    from keracheck.harness import compile_file
+    from keracheck.collect import compile_file
 
     paths = sorted(CORPORA.glob("*.kera"))
     if not paths:
@@ -266,7 +266,7 @@ def test_ptxas_accepts_the_corpus() -> None:
 
 
 def test_ptx_gpu_reports_why_it_is_unavailable() -> None:
-    from keracheck.backend import BackendError
+    from keracheck.target import BackendError
     from keracheck.targets.ptx import PtxGpuBackend
 
     gpu = PtxGpuBackend()

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from keracheck.backend import BackendError
 from keracheck.ptx_emu import PtxSyntaxError, load, parse
 from keracheck.ptx_emu.snippets import Snippet
 from keracheck.runners.ptxas import Ptxas, PtxasError
+from keracheck.target import BackendError
 
 pytestmark = pytest.mark.toolchain
 

@@ -26,7 +26,7 @@ from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, const
 from kera.ops import BOOL_OK, FLOAT_ONLY, INT_ONLY, Op
 from kera_hdl import rtl_sources
-from keracheck.backend import Backend
+from keracheck.target import Backend
 from keracheck.targets.verilog import (
     DISPLAY_MAX_BITS,
     CocotbTarget,

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from kera.backends.wasm import compile_functions, emit, emit_wat
-from kera.backends.wasm_encode import (
+from kera.backends.wasm.encode import (
     Export,
     ExportKind,
     Func,

@@ -1,4 +1,4 @@
-"""Software fma for WebAssembly (kera.backends.wasm_fma) against Berkeley SoftFloat.
+"""Software fma for WebAssembly (kera.backends.wasm.fma) against Berkeley SoftFloat.
 
 One module per width maps the fma helper over arrays in linear memory, so each engine run is one
 call over every case.  Cases: >= 100k edge-biased per width (tests/floatgen.py, with a third of
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from floatgen import edge_bits, partner_bits
 
-from kera.backends.wasm_encode import (
+from kera.backends.wasm.encode import (
     BT_EMPTY,
     Export,
     ExportKind,
@@ -37,7 +37,7 @@ from kera.backends.wasm_encode import (
     op,
     put,
 )
-from kera.backends.wasm_fma import fma_f32, fma_f64
+from kera.backends.wasm.fma import fma_f32, fma_f64
 from keracheck.runners import node_wasm, wasmtime_run
 from keracheck.runners.wasm_job import WasmJob
 

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kera.backends import c, c_driver
+from kera.backends import c
+from kera.backends.c import abi
+from kera.backends.c.emit import Arena
 from kera.dtypes import DType
 from kera.ir import Function, FunctionBuilder, IRError
 from kera.ops import Op
@@ -204,7 +206,7 @@ def test_reshape_is_an_alias() -> None:
 
 
 def test_arena_allocator_reuses_and_merges() -> None:
-    a = c._Arena()
+    a = Arena()
     x, y, z = a.alloc(100), a.alloc(300), a.alloc(128)
     assert (x, y, z) == (0, 128, 512)
     a.release(x, 100)
@@ -217,8 +219,8 @@ def test_arena_allocator_reuses_and_merges() -> None:
 
 
 def _output_bytes(fn: Function, rows: int, results: list[np.ndarray[Any, Any]]) -> bytes:
-    """What the C driver writes for one successful case (see the layout in c.py)."""
-    buf = bytearray(c_driver.OUT_MAGIC + (1).to_bytes(4, "little") + bytes(4))
+    """What the C driver writes for one successful case (see the layout in c/abi.py)."""
+    buf = bytearray(abi.OUT_MAGIC + (1).to_bytes(4, "little") + bytes(4))
     buf += bytes(-len(buf) % 64)
     buf += (0).to_bytes(4, "little", signed=True) + bytes(60)
     for r in results:
@@ -234,8 +236,8 @@ def test_driver_input_layout_is_aligned() -> None:
         "v": np.ones((1, 3)),
         "k": np.arange(5, dtype=np.int32).reshape(1, 5),
     }
-    data = c_driver.input_file([(3, fn, ins)])
-    assert data[:8] == c_driver.IN_MAGIC and int.from_bytes(data[8:12], "little") == 1
+    data = abi.input_file([(3, fn, ins)])
+    assert data[:8] == abi.IN_MAGIC and int.from_bytes(data[8:12], "little") == 1
     assert int.from_bytes(data[64:68], "little") == 3
     assert int.from_bytes(data[72:80], "little") == 1  # rows
     assert data[128 : 128 + 48] == ins["m"].tobytes()
@@ -247,26 +249,26 @@ def test_driver_input_layout_is_aligned() -> None:
 def test_driver_output_parses_back() -> None:
     fn = saxpy()
     out = np.arange(16, dtype=np.float32).reshape(2, 8)
-    (got,) = c_driver.read_output_file(_output_bytes(fn, 2, [out]), [(fn, 2)])
+    (got,) = abi.read_output_file(_output_bytes(fn, 2, [out]), [(fn, 2)])
     assert not isinstance(got, int)
     np.testing.assert_array_equal(got[0], out)
-    with pytest.raises(c_driver.DriverOutputError):
-        c_driver.read_output_file(b"KERAOUT0" + bytes(56), [(fn, 2)])
-    with pytest.raises(c_driver.DriverOutputError):
-        c_driver.read_output_file(_output_bytes(fn, 2, [out])[:100], [(fn, 2)])
+    with pytest.raises(abi.DriverOutputError):
+        abi.read_output_file(b"KERAOUT0" + bytes(56), [(fn, 2)])
+    with pytest.raises(abi.DriverOutputError):
+        abi.read_output_file(_output_bytes(fn, 2, [out])[:100], [(fn, 2)])
 
 
 def test_driver_reports_a_failed_entry() -> None:
     fn = saxpy()
     data = bytearray(_output_bytes(fn, 1, [np.zeros((1, 8), np.float32)]))
     data[64:68] = (1).to_bytes(4, "little")
-    assert c_driver.read_output_file(bytes(data), [(fn, 1)]) == [1]
+    assert abi.read_output_file(bytes(data), [(fn, 1)]) == [1]
 
 
 def test_driver_source_dispatches_every_entry() -> None:
     fns = {"kera_a": saxpy(), "kera_b": reductions()}
     src = c.emit({"a": fns["kera_a"], "b": fns["kera_b"]})
-    text = c_driver.emit_driver(src, fns)
+    text = abi.emit_driver(src, fns)
     assert "return kera_a(n, (const float *)in[0]" in text
     assert (
         "{k_call1, 3, 5, (const size_t[]){48, 24, 20}, (const size_t[]){16, 24, 8, 16, 4}}" in text
@@ -312,7 +314,7 @@ def test_missing_tools_make_targets_unavailable(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_registry_factories() -> None:
-    from keracheck.backend import API_VERSION, Backend
+    from keracheck.target import API_VERSION, Backend
     from keracheck.targets import cpu, instantiate
 
     for tid, spec in cpu.REGISTRY.items():

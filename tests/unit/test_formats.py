@@ -336,7 +336,7 @@ def test_sarif_required_fields() -> None:
     (run,) = log["runs"]
     driver = run["tool"]["driver"]
     assert driver["name"] == "keracheck"
-    assert [r["id"] for r in driver["rules"]] == ["KC001", "KC002", "KC003", "KC004"]
+    assert [r["id"] for r in driver["rules"]] == ["KC001", "KC002", "KC003", "KC004", "KC005"]
     assert all(
         r["shortDescription"]["text"] and r["fullDescription"]["text"] for r in driver["rules"]
     )

@@ -125,9 +125,9 @@ def test_report_formats_escape_hostile_paths(path: str) -> None:
 def test_c_comments_cannot_be_closed_from_inside(text: str) -> None:
     """The C back end's second line of defence: what it puts in a comment cannot end it, even
     through backslash-newline line splicing."""
-    from kera.backends import c
+    from kera.backends.c.emit import comment
 
-    body = c._comment(text)
+    body = comment(text)
     spliced = ("/* " + body + " */").replace("\\\n", "")
     assert spliced.count("*/") == 1 and spliced.endswith("*/")
     assert "\n" not in body and "\\" not in body

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kera.backends.wasm_encode import (
+from kera.backends.wasm.encode import (
     BT_EMPTY,
     OPCODES,
     Data,

@@ -1,22 +1,98 @@
-"""The C batch driver and its file formats: the ABI between a native program and keracheck.
+"""The C back end's host ABI: what a caller of the emitted C sees, and the batch driver.
 
-A target run as a process (``cpu-aarch64``, ``cpu-riscv64`` under qemu-user) gets one static
-binary per batch: the functions of ``kera.backends.c`` plus the ``main`` that
-:func:`emit_driver` writes.  keracheck writes the cases to one input file
-(:func:`input_file`), runs the binary once, and reads every case's results or status back
-(:func:`read_output_file`).  The formats are below; both sides are here so they cannot drift.
+Entry points (one per exported function; the header and docs/c-backend.md state the same)::
+
+    int kera_<name>(size_t n, const P0 *p_<param0>, ..., R0 *out0, R1 *out1, ...);
+
+``<name>`` is :func:`c_ident` of the function's name (or of the key when the functions come as a
+mapping).  Every array holds ``n`` batch rows in C order: row ``r`` of a parameter of shape
+``(d0, d1..)`` starts at element ``r * d0 * d1 * ...``.  Element types are :data:`IO_TYPES`
+(bool is ``uint8_t`` 0/1; any non-zero input byte reads as 1).  Arrays need their element
+type's natural alignment and must not overlap the outputs.  The status is :data:`OK`;
+:data:`E_FPENV` if the floating-point environment would break the contract (x86 MXCSR FTZ/DAZ
+set, AArch64 FPCR FZ/AH set, or a rounding mode other than to-nearest-even), before touching any
+output; :data:`E_NOMEM` if a large-tile arena could not be allocated.
+
+The batch driver.  A target run as a process (``cpu-aarch64``, ``cpu-riscv64`` under
+qemu-user) gets one static binary per batch: the emitted functions plus the ``main`` that
+:func:`emit_driver` writes.  keracheck writes the cases to one input file (:func:`input_file`),
+runs the binary once, and reads every case's results or status back (:func:`read_output_file`).
+The formats are below; both sides are here so they cannot drift.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from math import prod
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kera.backends.c import IO_TYPES as _IO
-from kera.backends.c import CSource
+from kera.dtypes import DType
 from kera.ir import Function, Node
+
+if TYPE_CHECKING:
+    from kera.backends.c.emit import CSource
+
+#: the entry points' status codes (``KERA_OK``, ``KERA_E_FPENV``, ``KERA_E_NOMEM`` in the header)
+OK, E_FPENV, E_NOMEM = 0, 1, 2
+
+#: element type of each dtype in the public arrays (and in the batch driver's casts)
+IO_TYPES = {
+    DType.F32: "float",
+    DType.F64: "double",
+    DType.I32: "int32_t",
+    DType.I64: "int64_t",
+    DType.U32: "uint32_t",
+    DType.U64: "uint64_t",
+    DType.BOOL: "uint8_t",
+}
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def c_ident(name: str) -> str:
+    """``name`` as a C identifier fragment (invalid characters become ``_``)."""
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return s if _IDENT.match(s) else f"_{s}"
+
+
+def entry_points(functions: Iterable[Function] | Mapping[str, Function]) -> dict[str, Function]:
+    """Entry-point symbol -> function: ``kera_<name>``, or ``kera_<key>`` for a mapping.  Two
+    functions that map to one symbol are an error, never a silent overwrite."""
+    items = (
+        list(functions.items())
+        if isinstance(functions, Mapping)
+        else [(f.name, f) for f in functions]
+    )
+    out: dict[str, Function] = {}
+    for name, fn in items:
+        sym = f"kera_{c_ident(name)}"
+        if sym in out:
+            raise ValueError(f"two functions map to the C symbol {sym}")
+        out[sym] = fn
+    return out
+
+
+def param_name(p: Node) -> str:
+    """A parameter node's name (its C argument is ``p_<c_ident(name)>``)."""
+    name = p.attr("name")
+    assert isinstance(name, str)
+    return name
+
+
+def signature(sym: str, fn: Function) -> str:
+    """The C prototype of ``fn``'s entry point, without the ``;``."""
+    args = ["size_t n"]
+    for p in fn.params:
+        args.append(f"const {IO_TYPES[p.dtype]} *p_{c_ident(param_name(p))}")
+    for i, r in enumerate(fn.results):
+        args.append(f"{IO_TYPES[r.dtype]} *out{i}")
+    return f"int {sym}({', '.join(args)})"
+
+
+# ---------------------------------------------------------------------------- the batch driver
 
 # input file (little-endian), every array at a 64-byte aligned file offset:
 #   "KERAIN01"  u32 n_cases  u32 0
@@ -42,8 +118,8 @@ def emit_driver(source: CSource, functions: Mapping[str, Function]) -> str:
     calls, table = [], []
     for i, (sym, fn) in enumerate(functions.items()):
         args = ["n"]
-        args += [f"(const {_IO[p.dtype]} *)in[{j}]" for j, p in enumerate(fn.params)]
-        args += [f"({_IO[r.dtype]} *)out[{j}]" for j, r in enumerate(fn.results)]
+        args += [f"(const {IO_TYPES[p.dtype]} *)in[{j}]" for j, p in enumerate(fn.params)]
+        args += [f"({IO_TYPES[r.dtype]} *)out[{j}]" for j, r in enumerate(fn.results)]
         calls.append(
             f"static int k_call{i}(size_t n, const unsigned char *const *in, "
             f"unsigned char *const *out)\n{{\n    (void)in;\n    return {sym}({', '.join(args)});\n}}"
@@ -62,6 +138,8 @@ def emit_driver(source: CSource, functions: Mapping[str, Function]) -> str:
     )
 
 
+# The first line names the module the driver came from before the C back end became a package;
+# it is kept as it was so that the emitted driver (and the build cache keyed on it) is unchanged.
 _DRIVER = """\
 /* Batch driver generated by kera.backends.c_driver: prog IN OUT (formats in that module). */
 #include "{header}"

@@ -20,7 +20,7 @@ are stored.  ``reshape`` is free (a different view of the same bytes); ``broadca
 identity and run the contract's tree there, level by level (x[i] = op(x[i], x[i+s])).  With
 ``simd=True`` every such loop runs four elements per step on v128 values (lane i of a step is
 tree index i, so the tree is the contract's), with a scalar tail; each op's lowering is in
-:mod:`kera.backends.wasm_lower`.  Uniform constants become immediates; other constants are
+:data:`kera.backends.wasm.lower.LOWER`.  Uniform constants become immediates; other constants are
 data segments copied per case when read through memory.
 """
 
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends import wasm_lower as wl
-from kera.backends.wasm_encode import (
+from kera.backends.wasm import lower as wl
+from kera.backends.wasm.encode import (
     BT_EMPTY,
     Code,
     Data,
@@ -56,12 +56,20 @@ from kera.backends.wasm_encode import (
     put,
     to_wat,
 )
-from kera.backends.wasm_fma import fma_f32, fma_f64
-from kera.backends.wasm_lower import BOOL, VT, Site
+from kera.backends.wasm.fma import fma_f32, fma_f64
+from kera.backends.wasm.lower import BOOL, VT, Site
 from kera.dtypes import DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import ELEMENTWISE, MOVEMENT, REDUCE, REDUCE_STEP, Op, reduce_identity_bits
+from kera.ops import (
+    ELEMENTWISE,
+    LEAVES,
+    MOVEMENT,
+    REDUCE,
+    REDUCE_STEP,
+    Op,
+    reduce_identity_bits,
+)
 from kera.semantics import SEMANTICS, iota
 
 WORK_BASE = 1024
@@ -69,9 +77,14 @@ ALIGN = 16
 PAGE = 65536
 I32 = ValType.I32
 
-#: contract ops this back end lowers (every one)
-SUPPORTED = frozenset(wl.SCALAR) | MOVEMENT | REDUCE | {Op.DOT, Op.MATMUL, Op.PARAM, Op.CONST}
-_HELPERS: dict[str, Callable[[], Func]] = {"kera_fma_f32": fma_f32, "kera_fma_f64": fma_f64}
+#: helper name (what a lowering calls) -> the function that builds it under that name
+_HELPERS: dict[str, Callable[[str], Func]] = {
+    wl.FMA_HELPER[DType.F32]: fma_f32,
+    wl.FMA_HELPER[DType.F64]: fma_f64,
+}
+#: ops with no code of their own: a parameter is an input buffer, constants and iota are folded
+#: at compile time, a reshape is a view of its input's bytes
+_FREE = LEAVES | {Op.RESHAPE}
 
 
 class WasmCompileError(Exception):
@@ -243,7 +256,7 @@ class _Kernel:
         actions: list[list[Node]] = []
         group: list[Node] = []
         for node in nodes:
-            if node.op is Op.PARAM or node in self.consts or node.op is Op.RESHAPE:
+            if node.op in _FREE or node in self.consts:
                 continue
             if node.op not in SUPPORTED:
                 raise WasmCompileError(f"the wasm back end does not lower '{node.op}'")
@@ -389,7 +402,7 @@ class _Kernel:
             val[s.key] = get(local)
         for st in steps:
             local = self.loc.new(VT[st.site.out])
-            code += put(local, wl.SCALAR[st.site.op](self, st.site, [val[a] for a in st.args]))
+            code += put(local, wl.lower_scalar(self, st.site, [val[a] for a in st.args]))
             val[st.key] = get(local)
         for p, s in zip(ptr[len(loads) :], stores, strict=True):
             code += [*get(p), *val[s.key], ins(_STORE[s.dtype])]
@@ -512,7 +525,7 @@ class _Kernel:
 
     def _single(self, node: Node, primary: dict[int, int]) -> Code:
         out = self._own_buffer(node)
-        if node.op in REDUCE or node.op in (Op.DOT, Op.MATMUL):
+        if node.op in _PLANS:
             return self._reduction(node, out)
         return self._movement(node, out)
 
@@ -550,31 +563,43 @@ class _Kernel:
         return self.nest(outer, ptrs, row)
 
     def _movement(self, node: Node, out: Code) -> Code:
-        x = node.inputs[0]
-        shape = node.shape
-        out_strides = _strides(shape)
+        """A strided copy per case (see :data:`_MOVES`)."""
+        if not node.shape:  # rank 0: one element, no offset
+            return self._box(node.inputs[0], _nbytes(node), out, [1], [0], [1])
+        return _MOVES[node.op](self, node, out)
+
+    def _broadcast(self, node: Node, out: Code) -> Code:
+        """Stride 0 along the new leading axes and the size-1 axes."""
+        (x,) = node.inputs
+        xs, lead = _strides(x.shape), len(node.shape) - len(x.shape)
+        src = [
+            0 if d < lead or x.shape[d - lead] == 1 else xs[d - lead]
+            for d in range(len(node.shape))
+        ]
+        return self._box(x, _nbytes(node), out, node.shape, src, _strides(node.shape))
+
+    def _transpose(self, node: Node, out: Code) -> Code:
+        (x,) = node.inputs
+        perm = node.attr("perm")
+        assert isinstance(perm, tuple)
         xs = _strides(x.shape)
-        if not shape:  # rank 0: one element, no offset
-            return self._box(x, _nbytes(node), out, [1], [0], [1])
-        if node.op is Op.BROADCAST:
-            lead = len(node.shape) - len(x.shape)
-            src = [
-                0 if d < lead or x.shape[d - lead] == 1 else xs[d - lead] for d in range(len(shape))
-            ]
-            return self._box(x, _nbytes(node), out, shape, src, out_strides)
-        if node.op is Op.TRANSPOSE:
-            perm = node.attr("perm")
-            assert isinstance(perm, tuple)
-            return self._box(x, _nbytes(node), out, shape, [xs[p] for p in perm], out_strides)
-        if node.op is Op.SLICE:
-            start = node.attr("start")
-            assert isinstance(start, tuple)
-            off = sum(a * s for a, s in zip(start, xs, strict=True))
-            return self._box(x, _nbytes(node), out, shape, xs, out_strides, off)
-        assert node.op is Op.CONCAT
+        src = [xs[p] for p in perm]
+        return self._box(x, _nbytes(node), out, node.shape, src, _strides(node.shape))
+
+    def _slice(self, node: Node, out: Code) -> Code:
+        (x,) = node.inputs
+        start = node.attr("start")
+        assert isinstance(start, tuple)
+        xs = _strides(x.shape)
+        off = sum(a * s for a, s in zip(start, xs, strict=True))
+        return self._box(x, _nbytes(node), out, node.shape, xs, _strides(node.shape), off)
+
+    def _concat(self, node: Node, out: Code) -> Code:
+        """The first operand, then the second shifted along the axis."""
         axis = node.attr("axis")
         assert isinstance(axis, int)
         a, b = node.inputs
+        out_strides = _strides(node.shape)
         first = self._box(a, _nbytes(node), out, a.shape, _strides(a.shape), out_strides)
         shift = a.shape[axis] * out_strides[axis]
         second = self._box(b, _nbytes(node), out, b.shape, _strides(b.shape), out_strides, 0, shift)
@@ -582,10 +607,8 @@ class _Kernel:
 
     def _reduction(self, node: Node, out: Code) -> Code:
         """Per case and output element: fill the work area, pad, run the tree, store x[0]."""
-        plan = self._plan_matmul if node.op is Op.MATMUL else self._plan_dot
-        if node.op in REDUCE:
-            plan = self._plan_reduce
-        extents, ptrs, length, fill = plan(node)
+        extents, ptrs, fill = _PLANS[node.op](self, node)
+        length = _tree_length(node)
         es = node.dtype.nbytes
         outs = _strides(node.shape)
         ptrs.append((out, [_nbytes(node), *(s * es for s in outs)]))
@@ -610,7 +633,7 @@ class _Kernel:
             gather = [Stream("x", dt, p[0], xs[axis])]
             return self.map(x.shape[axis], gather, {}, [], [Stream("x", dt, i32c(WORK_BASE))])
 
-        return [x.shape[d] for d in keep], ptrs, x.shape[axis], fill
+        return [x.shape[d] for d in keep], ptrs, fill
 
     def _plan_dot(self, node: Node) -> _Plan:
         a, b = node.inputs
@@ -619,7 +642,7 @@ class _Kernel:
         def fill(p: list[Code]) -> Code:
             return self._products(a.shape[0], p[0], 1, p[1], 1, node.dtype)
 
-        return [], ptrs, a.shape[0], fill
+        return [], ptrs, fill
 
     def _plan_matmul(self, node: Node) -> _Plan:
         """Row i of a (stride 1) times column j of b (stride n), per output element (i, j)."""
@@ -635,7 +658,7 @@ class _Kernel:
         def fill(p: list[Code]) -> Code:
             return self._products(k, p[0], 1, p[1], n, node.dtype)
 
-        return [m, n], ptrs, k, fill
+        return [m, n], ptrs, fill
 
     def _products(self, k: int, a: Code, sa: int, b: Code, sb: int, dt: DType) -> Code:
         mul = Step("p", Site(Op.MUL, (dt, dt), dt), ("a", "b"))
@@ -663,7 +686,27 @@ class _Kernel:
         return self.map(1, [Stream("x", dt, i32c(WORK_BASE))], {}, [fix], [Stream("r", dt, dst)])
 
 
-_Plan = tuple[list[int], list[tuple[Code, list[int]]], int, Callable[[list[Code]], Code]]
+#: a tree op's loops: the extents per case, their pointers with byte strides per level, and
+#: the code that gathers one output element's row into the work area
+_Plan = tuple[list[int], list[tuple[Code, list[int]]], Callable[[list[Code]], Code]]
+
+#: movement op -> its strided copy (reshape is free, iota is folded: see _FREE)
+_MOVES: dict[Op, Callable[[_Kernel, Node, Code], Code]] = {
+    Op.BROADCAST: _Kernel._broadcast,
+    Op.TRANSPOSE: _Kernel._transpose,
+    Op.SLICE: _Kernel._slice,
+    Op.CONCAT: _Kernel._concat,
+}
+#: tree op -> how each output element's row is gathered into the work area; the tree's step
+#: and padding come from kera.ops (REDUCE_STEP, reduce_identity_bits)
+_PLANS: dict[Op, Callable[[_Kernel, Node], _Plan]] = {
+    **dict.fromkeys(REDUCE, _Kernel._plan_reduce),
+    Op.DOT: _Kernel._plan_dot,  # the products of a and b
+    Op.MATMUL: _Kernel._plan_matmul,  # row i of a times column j of b
+}
+
+#: contract ops this back end lowers: the keys of its tables, never a hand-kept list
+SUPPORTED = frozenset(wl.LOWER) | frozenset(_MOVES) | frozenset(_PLANS) | _FREE
 
 
 _LOAD = {dt: f"{VT[dt].wat}.load" for dt in VT} | {BOOL: "i32.load8_u"}
@@ -700,22 +743,23 @@ def _wat_name(name: str) -> str:
 # ============================================================================ the module
 
 
+def _tree_length(node: Node) -> int:
+    """The values one output element of a tree op combines: the reduced axis, the vectors of a
+    dot, the shared dimension k of a matmul."""
+    a = node.inputs[0]
+    if node.op is Op.DOT:
+        return a.shape[0]
+    if node.op is Op.MATMUL:
+        return a.shape[1]
+    axis = node.attr("axis")
+    assert isinstance(axis, int)
+    return a.shape[axis]
+
+
 def _work_bytes(fns: Sequence[Function]) -> int:
-    need = 0
-    for fn in fns:
-        for node in fn.nodes():
-            if node.op in REDUCE:
-                axis = node.attr("axis")
-                assert isinstance(axis, int)
-                length = node.inputs[0].shape[axis]
-            elif node.op is Op.DOT:
-                length = node.inputs[0].shape[0]
-            elif node.op is Op.MATMUL:
-                length = node.inputs[0].shape[1]
-            else:
-                continue
-            need = max(need, _pow2(length) * node.dtype.nbytes)
-    return _align(need)
+    """The work area: room for the longest tree of any function, padded to a power of two."""
+    trees = [node for fn in fns for node in fn.nodes() if node.op in _PLANS]
+    return _align(max((_pow2(_tree_length(t)) * t.dtype.nbytes for t in trees), default=0))
 
 
 def _export_names(fns: Sequence[Function]) -> list[str]:
@@ -740,7 +784,7 @@ def compile_functions(
         ins_b = tuple(_nbytes(p) for p in fn.params)
         outs_b = tuple(_nbytes(r) for r in fn.results)
         kernels.append(Kernel(name, fn, k.scratch_bytes, ins_b, outs_b))
-    funcs += [_HELPERS[h]() for h in ms.helpers]
+    funcs += [_HELPERS[h](h) for h in ms.helpers]
     heap = _align(ms.data_end)
     exports_ = [Export("mem", ExportKind.MEMORY, 0)]
     exports_ += [Export(name, ExportKind.FUNC, i) for i, name in enumerate(names)]

@@ -2,7 +2,7 @@
 
 Both helpers return ``round_nearest_even(a*b + c)`` with one rounding, subnormals kept, the
 IEEE special cases (inf*0, inf-inf -> NaN; overflow -> inf) and every NaN result replaced by
-the canonical quiet NaN (0x7FC00000 / 0x7FF8000000000000), as the Kera contract requires.
+the canonical quiet NaN (``DType.canonical_nan``), as the Kera contract requires.
 
 f32 (:func:`fma_f32`): the product of two f32 is exact in f64 (24+24 <= 53 significant bits,
 exponents far inside f64 range).  The sum ``s = p + c`` is rounded to f64 and its exact error
@@ -24,13 +24,12 @@ zero factors go through ordinary f64 arithmetic, which is exact for them.
 
 from __future__ import annotations
 
-from kera.backends.wasm_encode import (
+from kera.backends.wasm.encode import (
     Code,
     Func,
     FuncType,
     Locals,
     ValType,
-    f32c,
     f64c,
     get,
     i64c,
@@ -40,27 +39,24 @@ from kera.backends.wasm_encode import (
     put,
     select,
 )
+from kera.backends.wasm.lower import canon
 from kera.dtypes import DType
 
-F32_CANON_NAN = DType.F32.canonical_nan
-F64_CANON_NAN = DType.F64.canonical_nan
-F64_INF = DType.F64.exp_mask
-_MW = DType.F64.mant_bits
+# The binary64 format, from its one home (kera.dtypes), and the positions it implies here.
+_D = DType.F64
+F64_INF = _D.exp_mask
+_MW = _D.mant_bits  # 52 stored fraction bits
 _FRAC = (1 << _MW) - 1
 _HIDDEN = 1 << _MW
+_EXP_MAX = (1 << _D.exp_bits) - 1  # the all-ones exponent field (inf, NaN)
+_E0 = (_EXP_MAX >> 1) + _MW  # 1075: an unpacked value is m * 2^(e - _E0), e >= 1
+_ULP_MIN = 1 - _E0  # -1074: the ulp of the subnormals
+_SIGN = _D.bits - 1  # the sign bit's position
+_ULP_NORMAL = 62 - _MW  # ulp of a normal result in h, whose top bit is at 62 (126 of 128)
 _LO32 = 0xFFFFFFFF
 _NO_EXP = -(1 << 40)  # exponent given to a zero addend so it always aligns below the product
 
 I32, I64, F32, F64 = ValType.I32, ValType.I64, ValType.F32, ValType.F64
-
-
-def canon_f32(x: Code) -> Code:
-    """``x`` with any NaN replaced by the canonical NaN (``x`` is evaluated twice)."""
-    return select(f32c(F32_CANON_NAN), x, op("f32.ne", x, x))
-
-
-def canon_f64(x: Code) -> Code:
-    return select(f64c(F64_CANON_NAN), x, op("f64.ne", x, x))
 
 
 # ----------------------------------------------------------------------------- f32
@@ -87,7 +83,7 @@ def fma_f32(name: str = "kera_fma_f32") -> Func:
         ),
         *put(sb, op("i64.reinterpret_f64", get(s))),
         *put(sb, op("i64.add", get(sb), select(_odd_step(sb, e), i64c(0), _needs_odd(sb, e)))),
-        *canon_f32(op("f32.demote_f64", op("f64.reinterpret_i64", get(sb)))),
+        *canon(DType.F32, op("f32.demote_f64", op("f64.reinterpret_i64", get(sb)))),
     ]
     return Func(FuncType((F32, F32, F32), (F32,)), tuple(loc.types), tuple(body), name)
 
@@ -101,7 +97,7 @@ def _needs_odd(sb: int, e: int) -> Code:
 
 def _odd_step(sb: int, e: int) -> Code:
     """+1 in the bit pattern when e has s's sign (away from zero), else -1."""
-    differ = op("i64.shr_s", op("i64.xor", get(sb), op("i64.reinterpret_f64", get(e))), i64c(63))
+    differ = op("i64.shr_s", op("i64.xor", get(sb), op("i64.reinterpret_f64", get(e))), i64c(_SIGN))
     return op("i64.or", differ, i64c(1))
 
 
@@ -168,13 +164,13 @@ class _F64Fma:
         product_sum = op("f64.add", op("f64.mul", get(a), get(b)), get(c))
         finite_ab = op("i32.and", self._finite(a), self._finite(b))
         only_c = op("i32.and", finite_ab, op("i32.eqz", self._finite(c)))
-        return canon_f64(select(get(c), product_sum, only_c))
+        return canon(_D, select(get(c), product_sum, only_c))
 
     # -- unpacking: value = m * 2^(e - 1075), e >= 1
 
     def _unpack(self, x: int, m: int, e: int) -> Code:
         bits = op("i64.reinterpret_f64", get(x))
-        field = op("i64.and", op("i64.shr_u", bits, i64c(_MW)), i64c(F64_INF >> _MW))
+        field = op("i64.and", op("i64.shr_u", bits, i64c(_MW)), i64c(_EXP_MAX))
         frac = op("i64.and", bits, i64c(_FRAC))
         is_sub = op("i64.eqz", get(e))
         return [
@@ -206,7 +202,7 @@ class _F64Fma:
                     op("i64.extend_i32_u", op("i64.lt_u", get(self.pl), get(self.t))),
                 ),
             ),
-            *put(self.ep, op("i64.sub", op("i64.add", get(self.ea), get(self.eb)), i64c(2150))),
+            *put(self.ep, op("i64.sub", op("i64.add", get(self.ea), get(self.eb)), i64c(2 * _E0))),
             *put(self.k, op("i64.sub", _clz128(self.ph, self.pl), i64c(2))),
             *_shl128(self.ph, self.pl, self.k),
             *put(self.ep, op("i64.sub", get(self.ep), get(self.k))),
@@ -216,7 +212,7 @@ class _F64Fma:
 
     def _addend(self) -> Code:
         shift = op("i64.sub", op("i64.clz", get(self.mc)), i64c(2))
-        exp = op("i64.sub", op("i64.sub", get(self.ec), i64c(1139)), shift)
+        exp = op("i64.sub", op("i64.sub", get(self.ec), i64c(_E0 + 64)), shift)
         return [
             *put(self.ch, op("i64.shl", get(self.mc), shift)),
             *put(self.cl, i64c(0)),
@@ -227,7 +223,7 @@ class _F64Fma:
 
     def _order(self) -> Code:
         sign = {
-            x: op("i64.shr_u", op("i64.reinterpret_f64", get(x)), i64c(63))
+            x: op("i64.shr_u", op("i64.reinterpret_f64", get(x)), i64c(_SIGN))
             for x in (self.A, self.B, self.C)
         }
         sp = op("i64.xor", sign[self.A], sign[self.B])
@@ -345,7 +341,7 @@ class _F64Fma:
 
     def _round(self) -> Code:
         h, u, q, rem, half, bits = self.h, self.u, self.q, self.rem, self.half, self.bits
-        ulp = op("i64.sub", i64c(-1074 - 64), get(self.ex))  # subnormal ulp position - 64
+        ulp = op("i64.sub", i64c(_ULP_MIN - 64), get(self.ex))  # subnormal ulp position - 64
         up = op(
             "i32.or",
             op("i64.gt_u", get(rem), get(half)),
@@ -355,10 +351,10 @@ class _F64Fma:
                 op("i32.wrap_i64", op("i64.and", get(q), i64c(1))),
             ),
         )
-        z = op("i64.add", op("i64.add", get(u), get(self.ex)), i64c(1074 + 64))
-        sign = op("i64.shl", get(self.sx), i64c(63))
+        z = op("i64.add", op("i64.add", get(u), get(self.ex)), i64c(64 - _ULP_MIN))
+        sign = op("i64.shl", get(self.sx), i64c(_SIGN))
         return [
-            *put(u, select(i64c(10), ulp, op("i64.lt_s", ulp, i64c(10)))),
+            *put(u, select(i64c(_ULP_NORMAL), ulp, op("i64.lt_s", ulp, i64c(_ULP_NORMAL)))),
             *if_(
                 op("i64.gt_s", get(u), i64c(63)),
                 [*op("f64.reinterpret_i64", sign), ins("return")],
@@ -378,7 +374,7 @@ class _F64Fma:
                     get(bits),
                     op(
                         "i32.or",
-                        op("i64.gt_s", get(self.t), i64c(2046)),
+                        op("i64.gt_s", get(self.t), i64c(_EXP_MAX - 1)),
                         op("i64.ge_u", get(bits), i64c(F64_INF)),
                     ),
                 ),
@@ -419,4 +415,4 @@ def fma_f64(name: str = "kera_fma_f64") -> Func:
     return _F64Fma().func(name)
 
 
-__all__ = ["F32_CANON_NAN", "F64_CANON_NAN", "canon_f32", "canon_f64", "fma_f32", "fma_f64"]
+__all__ = ["fma_f32", "fma_f64"]

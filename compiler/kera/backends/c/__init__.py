@@ -1,0 +1,40 @@
+"""The C back end: Kera functions -> one self-contained C11 translation unit plus a header.
+
+Three modules, one concern each (docs/c-backend.md is the user's guide):
+
+* ``lower``: :data:`LOWER`, one row per op, the only place an op is lowered (helper bodies per
+  kind of dtype for elementwise ops, a function for the structural ones, reshape an alias),
+  with what each op does to lazy NaN canonicalisation; :data:`SUPPORTED` is its keys.
+* ``emit``: the translation unit: ISA levels (:data:`ISAS`, :data:`PINNED_FLAGS`), prelude,
+  helper order, header, the per-function loop over ``LOWER``, :func:`emit` and :func:`write`.
+* ``abi``: what a caller sees: element types (:data:`IO_TYPES`), entry-point names
+  (:func:`c_ident`), prototypes, status codes, and the batch driver with its file formats.
+
+``from kera.backends import c`` then ``c.emit(...)``: the names below are re-exported.  Note that
+``c.emit`` is the function; the module's other names come with
+``from kera.backends.c.emit import ...``.
+"""
+
+from kera.backends.c.abi import E_FPENV, E_NOMEM, IO_TYPES, OK, c_ident
+from kera.backends.c.emit import ISAS, PINNED_FLAGS, CSource, Isa, emit, write
+from kera.backends.c.lower import LOWER, SUPPORTED, Alias, Helper, Nan, Structural
+
+__all__ = [
+    "E_FPENV",
+    "E_NOMEM",
+    "IO_TYPES",
+    "ISAS",
+    "LOWER",
+    "OK",
+    "PINNED_FLAGS",
+    "SUPPORTED",
+    "Alias",
+    "CSource",
+    "Helper",
+    "Isa",
+    "Nan",
+    "Structural",
+    "c_ident",
+    "emit",
+    "write",
+]

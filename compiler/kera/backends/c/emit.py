@@ -1,0 +1,583 @@
+"""The C back end's translation unit: Kera functions -> one self-contained C11 file plus a header.
+
+``emit(functions, isa)`` returns a :class:`CSource` (``.c`` and ``.h`` text); ``write`` is
+``kerac emit --target c``.  Nothing here runs a compiler; ``keracheck.runners.gcc`` does that
+with :data:`PINNED_FLAGS` + ``ISAS[isa].flags``.  This module holds the file's structure: the
+ISA levels, the prelude (includes, contract guards, lane types, the FP-environment check, the
+loads and stores), the helpers in a stable order, the header, and :class:`_Entry`, the loop that
+turns one function into its entry point: tiles and their storage, lazy NaN canonicalisation,
+the row loop.  What each node becomes is its row in ``kera.backends.c.lower.LOWER``; the
+calling convention is ``kera.backends.c.abi``.
+
+Execution model.  The batch is processed in blocks of ``L`` rows (``L`` = ``ISAS[isa].lanes``).
+Every node value is a *tile*: one lane vector per element of the node's shape, lane ``l`` holding
+row ``block + l``.  So every op is computed lane-wise across independent rows, and the contract's
+per-row order (reduction trees, dot/matmul sums) is kept exactly while all of it is SIMD.  With
+``L == 1`` (``isa="scalar"``) the lane types are plain C scalars and the file is strict ISO C11;
+with ``L > 1`` they are GCC vector types (``vector_size``), which gcc lowers to SSE2/AVX2/AVX-512/
+NEON according to the ``-march`` in ``ISAS[isa].flags``.  The C text differs between ISA levels
+only in ``KERA_LANES`` and the lane typedefs.
+
+NaN results are canonicalised (0x7FC00000 / 0x7FF8000000000000) lazily: arithmetic leaves a
+tile *NaN-dirty*, and it is canonicalised in place before anything observes its bits (results,
+and the ops whose ``LOWER`` row says ``Nan.OBSERVES``, or a ``Nan.MOVES`` op mixing dirty and
+clean tiles; see ``_Entry._track``).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+
+from kera.backends.c.abi import E_FPENV, E_NOMEM, OK, c_ident, entry_points, param_name, signature
+from kera.backends.c.lower import LANE, LOWER, Alias, Nan, Structural, base_helper
+from kera.dtypes import DType
+from kera.files import write_atomic
+from kera.ir import Function, Graph, Node
+
+#: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
+#: -fno-math-errno only stops sqrt() from setting errno (the value is the same, correctly
+#: rounded), which lets gcc vectorise it; -Wno-psabi silences notes about vector-type ABIs of
+#: static helpers that are always inlined.
+PINNED_FLAGS = (
+    "-O2",
+    "-std=c11",
+    "-ffp-contract=off",
+    "-fno-fast-math",
+    "-fwrapv",
+    "-fsignaling-nans",
+    "-fno-math-errno",
+    "-Wall",
+    "-Wno-psabi",
+    "-Wno-unused-function",
+)
+
+
+@dataclass(frozen=True)
+class Isa:
+    """An ISA level: its lane count (1 = scalar ISO C) and the gcc flags that select it."""
+
+    name: str
+    lanes: int
+    flags: tuple[str, ...]
+    arch: str  # the machine it runs on: x86_64, aarch64, riscv64 (or "any")
+
+
+ISAS: dict[str, Isa] = {
+    # plain C scalars; no auto-vectorisation so it really is scalar code
+    "scalar": Isa("scalar", 1, ("-fno-tree-vectorize",), "any"),
+    "sse2": Isa("sse2", 4, ("-march=x86-64",), "x86_64"),  # x86-64 baseline = SSE2
+    # -mmove-max/-mstore-max only tune code generation: without them gcc moves 64-bit lane
+    # vectors (two registers wide) through the stack in 16-byte pieces (3-4x slower f64)
+    "avx2": Isa("avx2", 8, ("-march=x86-64-v3", "-mmove-max=256", "-mstore-max=256"), "x86_64"),
+    "avx512": Isa(
+        "avx512",
+        16,
+        ("-march=x86-64-v4", "-mprefer-vector-width=512", "-mmove-max=512", "-mstore-max=512"),
+        "x86_64",
+    ),
+    "neon": Isa("neon", 4, ("-march=armv8-a",), "aarch64"),
+}
+
+# ---------------------------------------------------------------------------- the prelude
+
+_HEAD = """\
+#include <fenv.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "kera: compile without -ffast-math/-Ofast: the contract needs IEEE arithmetic"
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__SUPPORT_SNAN__)
+#error "kera: compile with -fsignaling-nans: without it gcc may quiet a signalling NaN constant"
+#endif
+#if FLT_EVAL_METHOD != 0
+#error "kera: needs FLT_EVAL_METHOD == 0 (x87 excess precision changes results; use SSE)"
+#endif
+#if !defined(__GNUC__) || defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+"""
+
+_SCALAR = """\
+/* scalar lanes: one batch row per block, plain ISO C11 */
+#define KERA_LANES 1
+typedef float kf32;
+typedef double kf64;
+typedef uint8_t ku8;
+typedef uint32_t ku32;
+typedef int32_t ks32;
+typedef uint64_t ku64;
+typedef int64_t ks64;
+/* all-ones/zero mask of a comparison (C gives 0/1) */
+#define K_C32(a, op, b) ((ku32)0 - (ku32)((a) op (b)))
+#define K_C64(a, op, b) ((ku64)0 - (ku64)((a) op (b)))
+#define K_CVT(x, T) ((T)(x))                  /* C conversion (operands are in range) */
+#define K_AS(T, x) T k_r_; memcpy(&k_r_, &(x), sizeof k_r_); return k_r_  /* same bits */
+#define K_SPLAT(T, x) ((T)(x))
+#define K_MAP1(T, f, a) (f(a))
+#define K_MAP3(T, f, a, b, c) (f((a), (b), (c)))
+"""
+
+_VECTOR = """\
+/* vector lanes: KERA_LANES batch rows per block, GCC vector types */
+#define KERA_LANES {L}
+typedef float kf32 __attribute__((vector_size({L4})));
+typedef double kf64 __attribute__((vector_size({L8})));
+typedef uint8_t ku8 __attribute__((vector_size({L})));
+typedef uint32_t ku32 __attribute__((vector_size({L4})));
+typedef int32_t ks32 __attribute__((vector_size({L4})));
+typedef uint64_t ku64 __attribute__((vector_size({L8})));
+typedef int64_t ks64 __attribute__((vector_size({L8})));
+/* mask of a comparison: a vector comparison is already -1/0 per lane.  64-bit lanes span two
+   hardware registers, and gcc scalarises comparisons wider than one, so they go by halves. */
+#define K_C32(a, op, b) ((ku32)((a) op (b)))
+typedef uint64_t ku64h __attribute__((vector_size({L4})));
+#define K_LO(x) __builtin_shufflevector((x), (x), {LO})
+#define K_HI(x) __builtin_shufflevector((x), (x), {HI})
+#define K_C64(a, op, b) __builtin_shufflevector((ku64h)(K_LO(a) op K_LO(b)), \
+    (ku64h)(K_HI(a) op K_HI(b)), {ALL})
+#define K_CVT(x, T) __builtin_convertvector((x), T)
+#define K_AS(T, x) return (T)(x)              /* a vector cast keeps the bits, in registers */
+#define K_SPLAT(T, x) ((T){{0}} + (x))
+#define K_MAP1(T, f, a) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) {{ \\
+    k_r_[k_l_] = f((a)[k_l_]); }} k_r_; }})
+#define K_MAP3(T, f, a, b, c) ({{ T k_r_; for (int k_l_ = 0; k_l_ < KERA_LANES; k_l_++) {{ \\
+    k_r_[k_l_] = f((a)[k_l_], (b)[k_l_], (c)[k_l_]); }} k_r_; }})
+"""
+
+_FPENV = """\
+/* The contract needs round-to-nearest-even and subnormals kept (no FTZ/DAZ). */
+static int k_fpenv_ok(void)
+{
+#if defined(__GNUC__) && defined(__SSE__) && (defined(__x86_64__) || defined(__i386__))
+    if (__builtin_ia32_stmxcsr() & 0xE040u) /* MXCSR: FTZ bit 15, rounding 13-14, DAZ bit 6 */
+        return 0;
+#elif defined(__GNUC__) && defined(__aarch64__)
+    if (__builtin_aarch64_get_fpcr() & 0x01C00002u) /* FPCR: FZ bit 24, RMode 22-23, AH bit 1 */
+        return 0;
+#endif
+    return fegetround() == FE_TONEAREST;
+}
+"""
+
+# Transposing loads/stores between the public row-major arrays and lane tiles; bits move
+# through memcpy (no type punning).  8-bit data is bool: loads normalise any non-zero byte to 1.
+_IO_SCALAR = string.Template("""\
+static inline void k_load$W(void *t, const void *src, size_t row, size_t cnt, size_t size)
+{
+    (void)cnt;
+    memcpy(t, (const unsigned char *)src + row * size * $B, size * $B);$NORM
+}
+
+static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    (void)cnt;
+    memcpy((unsigned char *)dst + row * size * $B, t, size * $B);
+}
+""")
+_NORM_SCALAR = """
+    for (size_t j = 0; j < size; j++)
+        ((ku8 *)t)[j] = ((ku8 *)t)[j] != 0;"""
+
+_IO_VECTOR = string.Template("""\
+static inline void k_load$W(void *t, const void *src, size_t row, size_t cnt, size_t size)
+{
+    const unsigned char *s = (const unsigned char *)src;
+    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
+        ku$W v;
+        memcpy(&v, s + row * $B, sizeof v);$FAST
+        memcpy(t, &v, sizeof v);
+        return;
+    }
+    for (size_t j = 0; j < size; j++) {
+        ku$W v = {0};
+        for (size_t l = 0; l < cnt; l++) {
+            uint${W}_t w;
+            memcpy(&w, s + ((row + l) * size + j) * $B, $B);
+            v[l] = $NORM;
+        }
+        memcpy((unsigned char *)t + j * sizeof v, &v, sizeof v);
+    }
+}
+
+static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    unsigned char *d = (unsigned char *)dst;
+    if (size == 1 && cnt == KERA_LANES) {
+        memcpy(d + row * $B, t, sizeof(ku$W));
+        return;
+    }
+    for (size_t j = 0; j < size; j++) {
+        ku$W v;
+        memcpy(&v, (const unsigned char *)t + j * sizeof v, sizeof v);
+        for (size_t l = 0; l < cnt; l++) {
+            uint${W}_t w = v[l];
+            memcpy(d + ((row + l) * size + j) * $B, &w, $B);
+        }
+    }
+}
+""")
+
+# ---------------------------------------------------------------------------- emitted source
+
+
+@dataclass(frozen=True)
+class CSource:
+    """The emitted translation unit: ``<name>.c`` includes ``<name>.h``."""
+
+    name: str
+    isa: str
+    c: str
+    h: str
+    symbols: dict[str, str]  # entry-point symbol -> Kera function name
+
+    def files(self) -> dict[str, str]:
+        return {f"{self.name}.c": self.c, f"{self.name}.h": self.h}
+
+
+def emit(
+    functions: Iterable[Function] | Mapping[str, Function],
+    isa: str = "scalar",
+    name: str = "kera",
+) -> CSource:
+    """C source for ``functions`` (a mapping gives the entry names: ``kera_<key>``)."""
+    if isa not in ISAS:
+        raise ValueError(f"unknown ISA level '{isa}'; choose one of {', '.join(ISAS)}")
+    fns = entry_points(functions)
+    lanes = ISAS[isa].lanes
+    bodies = [_Entry(sym, fn, lanes).emit() for sym, fn in fns.items()]
+    helpers: dict[str, str] = {}
+    for _, needed in bodies:
+        helpers |= needed
+    guard = f"KERA_{c_ident(name).upper()}_H"
+    header = _header(name, guard, fns)
+    c = "\n".join(
+        [
+            f"/* {name}.c: generated by kera.backends.c (isa={isa}, lanes={lanes}). */",
+            f'#include "{name}.h"',
+            _HEAD,
+            _prelude(lanes),
+            *_ordered_helpers(helpers),
+            *(text for text, _ in bodies),
+        ]
+    )
+    return CSource(name, isa, c, header, {s: f.name for s, f in fns.items()})
+
+
+def write(graph: Graph, output: str | None, isa: str = "scalar") -> list[Path]:
+    """``kerac emit --target c``: every export of ``graph`` as ``<name>.c`` + ``<name>.h``.
+
+    ``output``: a directory (created; files ``kera.c``, ``kera.h``), a path ending in ``.c``
+    (the header goes beside it, same stem), or None (header then source on stdout).
+    Returns the paths written."""
+    if output is None:
+        src = emit(graph.functions.values(), isa=isa)
+        print(src.h + "\n" + src.c, end="")
+        return []
+    out = Path(output)
+    if out.suffix == ".c":
+        folder, name = out.parent, c_ident(out.stem)
+    else:
+        folder, name = out, "kera"
+    folder.mkdir(parents=True, exist_ok=True)
+    src = emit(graph.functions.values(), isa=isa, name=name)
+    paths = []
+    for filename, text in src.files().items():
+        write_atomic(folder / filename, text)
+        paths.append(folder / filename)
+    return paths
+
+
+def _prelude(lanes: int) -> str:
+    if lanes == 1:
+        io = "\n".join(
+            _IO_SCALAR.substitute(W=w, B=w // 8, NORM=_NORM_SCALAR if w == 8 else "")
+            for w in (8, 32, 64)
+        )
+        return "\n".join([_SCALAR, _FPENV, io])
+    half = lanes // 2
+    vec = _VECTOR.format(
+        L=lanes,
+        L4=4 * lanes,
+        L8=8 * lanes,
+        LO=", ".join(map(str, range(half))),
+        HI=", ".join(map(str, range(half, lanes))),
+        ALL=", ".join(map(str, range(lanes))),
+    )
+    io = "\n".join(
+        _IO_VECTOR.substitute(
+            W=w,
+            B=w // 8,
+            NORM="w != 0" if w == 8 else "w",
+            FAST="\n        v = (ku8)(v != (ku8){0}) & 1u;" if w == 8 else "",
+        )
+        for w in (8, 32, 64)
+    )
+    return "\n".join([vec, _FPENV, io])
+
+
+def _ordered_helpers(helpers: Mapping[str, str]) -> list[str]:
+    """Dtype helpers first (dtype order), then op helpers by name: a stable, diffable order."""
+    base = [k for k in helpers if k.startswith("base_")]
+    rest = sorted(k for k in helpers if not k.startswith("base_"))
+    order = sorted(base, key=lambda k: list(DType).index(DType(k[5:])))
+    return [helpers[k] for k in order + rest]
+
+
+def comment(text: str) -> str:
+    """``text`` safe inside a C block comment: no ``*/``, and no backslash or line break (a
+    backslash-newline splices lines before comments are seen, so ``*\\`` newline ``/`` would
+    close it).  IR names are identifiers already (``kera.ir.check_name``); this is the second
+    line of defence."""
+    return re.sub(r"[\\\r\n]", " ", text).replace("*/", "* /")
+
+
+def _header(name: str, guard: str, fns: Mapping[str, Function]) -> str:
+    lines = [
+        f"/* {name}.h: generated by kera.backends.c. Do not edit.",
+        " *",
+        " * int kera_<fn>(size_t n, const P *p_<param>..., R *out<i>...): n batch rows, C order,",
+        " * row r of an argument of shape (d0, d1, ...) at element r * d0 * d1 * ...;",
+        " * bool is uint8_t 0/1.  Returns KERA_OK, KERA_E_FPENV (FTZ/DAZ set or a rounding mode",
+        " * other than to-nearest; nothing written) or KERA_E_NOMEM.  Build with",
+        f" * {' '.join(PINNED_FLAGS[:6])} (never -ffast-math). */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        f"#define KERA_OK {OK}",
+        f"#define KERA_E_FPENV {E_FPENV}",
+        f"#define KERA_E_NOMEM {E_NOMEM}",
+    ]
+    for sym, fn in fns.items():
+        ps = ", ".join(f"{param_name(p)}: {p.type}" for p in fn.params)
+        rs = ", ".join(str(r.type) for r in fn.results)
+        text = f"{fn.name}({ps}) -> ({rs}); fingerprint {fn.fingerprint[:16]}"
+        lines.append(f"/* {comment(text)} */")
+        lines.append(signature(sym, fn) + ";")
+    lines += ["#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- entry points
+
+_LOCAL_TILE_BYTES = 16 * 1024  # larger tiles (and everything past the stack budget) use an arena
+_LOCAL_BUDGET = 256 * 1024
+_ALIGN = 128  # the widest lane vector (16 x f64)
+
+
+class Arena:
+    """First-fit allocation of large tiles in one aligned block, reusing dead tiles' space."""
+
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int]] = []
+        self.top = 0
+
+    def alloc(self, size: int, reuse: bool = True) -> int:
+        """An offset for size bytes; ``reuse=False`` never takes a dead tile's space (a hoisted
+        tile is written before the row loop, so it is live while every per-row tile is)."""
+        size = -(-size // _ALIGN) * _ALIGN
+        for i, (off, n) in enumerate(self.free if reuse else ()):
+            if n >= size:
+                self.free[i : i + 1] = [(off + size, n - size)] if n > size else []
+                return off
+        off, self.top = self.top, self.top + size
+        return off
+
+    def release(self, off: int, size: int) -> None:
+        size = -(-size // _ALIGN) * _ALIGN
+        blocks = sorted([*self.free, (off, size)])
+        merged: list[tuple[int, int]] = []
+        for o, n in blocks:
+            if merged and merged[-1][0] + merged[-1][1] == o:
+                merged[-1] = (merged[-1][0], merged[-1][1] + n)
+            else:
+                merged.append((o, n))
+        self.free = merged
+
+
+class _Entry:
+    """One function -> its entry point (the ``Cx`` its LOWER rows see); collects the helpers
+    it uses."""
+
+    def __init__(self, sym: str, fn: Function, lanes: int) -> None:
+        self.sym, self.fn, self.lanes = sym, fn, lanes
+        self.nodes = fn.nodes()
+        self.helpers: dict[str, str] = {}
+        self.names: dict[int, str] = {}  # id(node) -> tile name
+        self.arena = Arena()
+        self.arena_slots: dict[str, tuple[int, int]] = {}  # tile -> (offset, bytes)
+        self.local_bytes = 0
+        self.root: dict[int, Node] = {}  # id(node) -> the node owning its tile (aliases)
+        self.dirty: set[int] = set()  # ids of tile owners whose NaNs may be non-canonical
+        self.outer: list[str] = []  # declarations and hoisted constant tiles
+        self.body: list[str] = []  # per block of rows
+
+    # -- storage
+
+    def _declare(self, name: str, dt: DType, size: int, hoisted: bool) -> None:
+        nbytes = size * self.lanes * dt.nbytes
+        local = nbytes <= _LOCAL_TILE_BYTES and self.local_bytes + nbytes <= _LOCAL_BUDGET
+        lane = LANE[dt]
+        if local:
+            self.local_bytes += nbytes
+            (self.outer if hoisted else self.body).append(f"{lane} {name}[{size}];")
+            return
+        off = self.arena.alloc(nbytes, reuse=not hoisted)
+        self.arena_slots[name] = (off, nbytes)
+        self.outer.append(f"{lane} *{name} = ({lane} *)(k_arena + {off});")
+
+    def _release(self, name: str) -> None:
+        slot = self.arena_slots.get(name)
+        if slot is not None and not name.startswith("c"):
+            self.arena.release(*slot)
+
+    # -- what the rows of LOWER use (lower.Cx)
+
+    def tile(self, node: Node) -> str:
+        return self.names[id(node)]
+
+    def use_dtype(self, dt: DType) -> None:
+        key = f"base_{dt.value}"
+        if key not in self.helpers:
+            self.helpers[key] = base_helper(dt)
+
+    def helper(self, key: str, text: str, *dts: DType) -> str:
+        for dt in dts:
+            self.use_dtype(dt)
+        self.helpers.setdefault(key, text)
+        return key
+
+    def scratch(self, node: Node, name: str, n: int) -> tuple[str, list[str]]:
+        sname = f"s{name[1:]}"
+        before = len(self.body)
+        self._declare(sname, node.dtype, n, hoisted=False)
+        decl = self.body[before:]
+        del self.body[before:]
+        self._release(sname)
+        return sname, decl
+
+    # -- the loop
+
+    def emit(self) -> tuple[str, dict[str, str]]:
+        last = self._last_uses()
+        for i, node in enumerate(self.nodes):
+            self._lower(node, i)
+            for dead in last.get(i, ()):
+                self._release(self.names[id(dead)])
+        for r in self.fn.results:
+            self._clean(r)
+        return self._assemble(), self.helpers
+
+    def _last_uses(self) -> dict[int, list[Node]]:
+        """index of the node after which each tile is dead (results live to the end)."""
+        root = self.root
+        for n in self.nodes:
+            root[id(n)] = root[id(n.inputs[0])] if isinstance(LOWER[n.op], Alias) else n
+        end: dict[int, int] = {}
+        for i, n in enumerate(self.nodes):
+            for x in n.inputs:
+                end[id(root[id(x)])] = i
+        for r in self.fn.results:
+            end[id(root[id(r)])] = len(self.nodes)
+        out: dict[int, list[Node]] = {}
+        for n in self.nodes:
+            if root[id(n)] is n and id(n) in end:
+                out.setdefault(end[id(n)], []).append(n)
+        return out
+
+    # -- lazy NaN canonicalisation (lower.Nan): a dirty tile is canonicalised in place before
+    # its bits are observed; its other readers are unaffected (a canonical NaN is still a valid
+    # dirty value).
+
+    def _clean(self, node: Node) -> None:
+        key = id(self.root[id(node)])
+        if key not in self.dirty:
+            return
+        self.dirty.discard(key)
+        dt, tile, size = node.dtype, self.names[id(node)], prod(node.shape)
+        self.use_dtype(dt)
+        line = f"{tile}[j] = k_canon_{dt.value}({tile}[j]);"
+        self.body += [f"for (size_t j = 0; j < {size}; j++)", f"    {line}"]
+
+    def _track(self, node: Node) -> None:
+        """Canonicalise the inputs node observes; record whether its own tile is dirty."""
+        nan = LOWER[node.op].nan
+        ins = [x for x in node.inputs if x.dtype.is_float]
+        is_dirty = [id(self.root[id(x)]) in self.dirty for x in ins]
+        if nan is Nan.OBSERVES or (nan is Nan.MOVES and len(set(is_dirty)) > 1):
+            for x in ins:
+                self._clean(x)
+            return
+        # a float computed from floats (not int->float), or moved from a dirty tile
+        raw = (nan is Nan.DIRTY and bool(ins)) or (nan is Nan.MOVES and any(is_dirty))
+        if node.dtype.is_float and raw:
+            self.dirty.add(id(self.root[id(node)]))
+
+    def _lower(self, node: Node, i: int) -> None:
+        self._track(node)
+        rule = LOWER[node.op]
+        if isinstance(rule, Alias):
+            self.names[id(node)] = self.names[id(node.inputs[0])]
+            return
+        hoisted = isinstance(rule, Structural) and rule.hoisted
+        name = f"{'c' if hoisted else 't'}{i}"
+        self.names[id(node)] = name
+        args = ", ".join(self.names[id(x)] for x in node.inputs)
+        attrs = ", ".join(f"{k}={_attr_text(v)}" for k, v in node.attr_items if k != "value")
+        what = f"{node.op.value}({', '.join(filter(None, [args, attrs]))})"
+        target = self.outer if hoisted else self.body
+        target.append(f"/* {comment(f'{name} = {what} : {node.type}')} */")
+        size = prod(node.shape)
+        self._declare(name, node.dtype, size, hoisted)
+        target += rule.lower(self, node, name, size)
+
+    def _assemble(self) -> str:
+        fn = self.fn
+        out = [
+            signature(self.sym, fn),
+            "{",
+            "    if (!k_fpenv_ok())",
+            "        return KERA_E_FPENV;",
+        ]
+        if self.arena.top:
+            out += [
+                f"    unsigned char *k_arena = aligned_alloc({_ALIGN}, {self.arena.top});",
+                "    if (!k_arena)",
+                "        return KERA_E_NOMEM;",
+            ]
+        out += [f"    {line}" for line in self.outer]
+        out += [
+            "    for (size_t k_row = 0; k_row < n; k_row += KERA_LANES) {",
+            "        size_t k_cnt = n - k_row < KERA_LANES ? n - k_row : KERA_LANES;",
+            "        (void)k_cnt;",
+        ]
+        out += [f"        {line}" for line in self.body]
+        for i, r in enumerate(fn.results):
+            w = 8 * r.dtype.nbytes
+            out.append(
+                f"        k_store{w}(out{i}, {self.tile(r)}, k_row, k_cnt, {prod(r.shape)});"
+            )
+        out.append("    }")
+        if self.arena.top:
+            out.append("    free(k_arena);")
+        out += ["    return KERA_OK;", "}", ""]
+        return "\n".join(out)
+
+
+def _attr_text(v: object) -> str:
+    if isinstance(v, tuple):
+        return "[" + ", ".join(map(str, v)) + "]"
+    return str(v)

@@ -1,0 +1,55 @@
+"""PTX back end: one contract-exact kernel per exported function.
+
+Kernel ABI (``kera_<function name>``)::
+
+    .param .u64 in0 .. in{P-1}     one pointer per parameter, rows of N input vectors (C order)
+    .param .u64 out0 .. out{R-1}   one pointer per result, rows of N output vectors
+    .param .u32 n                  the batch size N
+
+Thread ``i`` computes batch row ``i``, fully unrolled (every element in its own register).
+
+The package (``docs/ptx-backend.md`` has the fix-ups and their ISA references):
+
+==============  ==============================================================================
+``kernel.py``   :class:`Kernel` (instruction buffer, register allocator, constant pool), the
+                register classes and instruction types of each dtype, :class:`PtxEmitError`
+``lower.py``    :data:`LOWER`, the one op -> lowering table (why each row is contract-exact);
+                :data:`SUPPORTED_OPS` derives from it
+``emit.py``     the kernel structure: loads, stores, one element for the shared loop,
+                ``emit``/``emit_graph``/``write``
+==============  ==============================================================================
+
+The loop and the unrolled structure (reduction trees, products, data movement, constants)
+are shared with the Verilog back end in ``kera.backends.elementmaps``.
+"""
+
+from kera.backends.ptx.emit import (
+    TARGET,
+    VERSION,
+    emit,
+    emit_graph,
+    header,
+    kernel,
+    kernel_name,
+    write,
+)
+from kera.backends.ptx.kernel import MAX_INSTRUCTIONS, Kernel, PtxEmitError
+from kera.backends.ptx.lower import LOWER, SUPPORTED_OPS, Lower, Row
+
+__all__ = [
+    "LOWER",
+    "MAX_INSTRUCTIONS",
+    "SUPPORTED_OPS",
+    "TARGET",
+    "VERSION",
+    "Kernel",
+    "Lower",
+    "PtxEmitError",
+    "Row",
+    "emit",
+    "emit_graph",
+    "header",
+    "kernel",
+    "kernel_name",
+    "write",
+]
