@@ -14,6 +14,7 @@ Two outputs agree iff their raw bytes are identical.  Each differing element get
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -103,3 +104,25 @@ def diff_outputs(
         "maxUlp": max(ulps) if ulps else None,
         "examples": examples,
     }
+
+
+def divergences(
+    a: Sequence[Array], b: Sequence[Array], names: tuple[str, str], pair: tuple[str, str], kind: str
+) -> list[dict[str, Any]]:
+    """One divergence record per output that differs in bits (``kind``: diverge,
+    nondeterministic or opt-level; ``pair``: the targets it is between)."""
+    out = []
+    for k, (x, y) in enumerate(zip(a, b, strict=True)):
+        d = diff_outputs(x, y, names)
+        if d is not None:
+            out.append(
+                {
+                    "targets": list(pair),
+                    "output": k,
+                    "kind": kind,
+                    "baselined": False,
+                    "reason": None,
+                    **d,
+                }
+            )
+    return out

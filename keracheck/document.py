@@ -25,7 +25,7 @@ import numpy as np
 from kera.dtypes import from_numpy
 from keracheck import inputs as inputs_mod
 from keracheck.collect import Case
-from keracheck.compare import diff_outputs
+from keracheck.compare import divergences
 from keracheck.opt_levels import split_id
 from keracheck.options import Options
 from keracheck.targets import Target
@@ -61,16 +61,16 @@ def case_document(
         res = results.get(t.id, {}).get(case.key)
         if isinstance(res, JobResult) and res.status == "ok":
             ok[t.id] = res.outputs
-    divergences = []
+    found: list[dict[str, Any]] = []
     for tid, outs in ok.items():  # run-to-run stability of each target
         for r in range(1, len(outs)):
-            divergences += _diffs(
+            found += divergences(
                 outs[0], outs[r], (f"{tid}#1", f"{tid}#{r + 1}"), (tid, tid), "nondeterministic"
             )
-    divergences += _across_targets(case, ok, culprits or {})
-    divergences += [dict(d) for d in extra]
+    found += _across_targets(case, ok, culprits or {})
+    found += [dict(d) for d in extra]
     statuses = [d["status"] for d in tdocs.values()]
-    if divergences:
+    if found:
         verdict = "diverge"
     elif "error" in statuses:
         verdict = "error"
@@ -97,7 +97,7 @@ def case_document(
             "digests": {k: inputs_mod.digest(v) for k, v in case.inputs.items()},
         },
         "targets": tdocs,
-        "divergences": divergences,
+        "divergences": found,
         "repro": repro_command(case, [t for t, d in tdocs.items() if d["status"] in RAN], opts),
     }
 
@@ -119,12 +119,12 @@ def _across_targets(
         if tid == base:
             continue
         if level and own in ok:
-            found = _diffs(ok[own][0], ok[tid][0], (own, tid), (own, tid), "opt-level")
+            found = divergences(ok[own][0], ok[tid][0], (own, tid), (own, tid), "opt-level")
             for d in found:
                 d["pass"] = culprits.get((case.key, tid))
             out += found
         else:
-            out += _diffs(ok[base][0], ok[tid][0], (base, tid), (base, tid), "diverge")
+            out += divergences(ok[base][0], ok[tid][0], (base, tid), (base, tid), "diverge")
     return out
 
 
@@ -179,26 +179,6 @@ def target_entry(t: Target, res: JobResult | str | None) -> dict[str, Any]:
             for k, a in enumerate(res.outputs[0])
         ]
     return entry
-
-
-def _diffs(
-    a: list[Array], b: list[Array], names: tuple[str, str], pair: tuple[str, str], kind: str
-) -> list[dict[str, Any]]:
-    out = []
-    for k, (x, y) in enumerate(zip(a, b, strict=True)):
-        d = diff_outputs(x, y, names)
-        if d is not None:
-            out.append(
-                {
-                    "targets": list(pair),
-                    "output": k,
-                    "kind": kind,
-                    "baselined": False,
-                    "reason": None,
-                    **d,
-                }
-            )
-    return out
 
 
 def exit_code(doc: Mapping[str, Any]) -> int:

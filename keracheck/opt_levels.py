@@ -27,7 +27,7 @@ from kera import keg, passes
 from kera.interp import interpret
 from kera.ir import Function, Graph
 from keracheck.collect import Case
-from keracheck.compare import diff_outputs
+from keracheck.compare import diff_outputs, divergences
 
 Array = np.ndarray[Any, Any]
 LEVEL_SEP = "@O"
@@ -149,22 +149,7 @@ def ref_check(case: Case, extra: Sequence[passes.Pass]) -> list[dict[str, Any]]:
 def opt_level_divergences(
     base: Sequence[Array], got: Sequence[Array], names: tuple[str, str]
 ) -> list[dict[str, Any]]:
-    out = []
-    for k, (x, y) in enumerate(zip(base, got, strict=True)):
-        d = diff_outputs(x, y, names)
-        if d is not None:
-            out.append(
-                {
-                    "targets": list(names),
-                    "output": k,
-                    "kind": "opt-level",
-                    "baselined": False,
-                    "reason": None,
-                    "pass": None,
-                    **d,
-                }
-            )
-    return out
+    return [{**d, "pass": None} for d in divergences(base, got, names, names, "opt-level")]
 
 
 def _optimiser_error(message: str) -> dict[str, Any]:

@@ -301,16 +301,22 @@ def _header(data: bytes) -> list[tuple[int, int]]:
     return bounds
 
 
-def _strings(r: _Reader) -> list[str]:
+def _utf8_items(r: _Reader, what: str) -> list[str]:
+    """A count, then that many (u32 byte length, UTF-8 bytes) strings."""
+
     def one(i: int) -> str:
         at = r.pos
-        raw = r.take(r.u32("string length"), "string bytes")
+        raw = r.take(r.u32(f"{what} length"), f"{what} bytes")
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise r.fail(f"string {i} is not valid UTF-8", at) from None
+            raise r.fail(f"{what} {i} is not valid UTF-8", at) from None
 
-    out = _items(r, "string", 4, one)
+    return _items(r, what, 4, one)
+
+
+def _strings(r: _Reader) -> list[str]:
+    out = _utf8_items(r, "string")
     r.done()
     return out
 
@@ -506,15 +512,7 @@ def _exports(r: _Reader, strings: list[str], regions: list[tuple[list[Node], lis
 
 
 def _provenance(r: _Reader, graph: Graph) -> Graph:
-    def one(i: int) -> str:
-        at = r.pos
-        raw = r.take(r.u32("pass name length"), "pass name")
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise r.fail(f"pass {i} is not valid UTF-8", at) from None
-
-    pipeline = tuple(_items(r, "pass", 4, one))
+    pipeline = tuple(_utf8_items(r, "pass name"))
     at = r.pos
     if r.u32("source fingerprint count") != len(graph.functions):
         raise r.fail(f"needs one source fingerprint per export ({len(graph.functions)})", at)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kera.plugins import PluginSpecError, import_attr
 from keracheck.target import API_VERSION, Backend
 
 BUILTIN: dict[str, str] = {
@@ -62,26 +62,10 @@ class Target:
 
 
 def _import_attr(spec: str) -> Any:
-    mod_name, sep, attr = spec.rpartition(":")
-    if not sep or not mod_name or not attr:
-        raise TargetError(f"plugin spec '{spec}' must be 'module:attr' or 'path/to/file.py:Class'")
-    if mod_name.endswith(".py"):
-        path = Path(mod_name)
-        if not path.is_file():
-            raise TargetError(f"plugin file '{mod_name}' does not exist")
-        name = f"keracheck_plugin_{abs(hash(str(path.resolve())))}"
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        if module_spec is None or module_spec.loader is None:
-            raise TargetError(f"cannot load plugin file '{mod_name}'")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(mod_name)
     try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise TargetError(f"'{mod_name}' has no attribute '{attr}'") from None
+        return import_attr(spec)
+    except PluginSpecError as e:
+        raise TargetError(str(e)) from None
 
 
 def instantiate(spec: str) -> Backend:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends.ptx import SUPPORTED_OPS, emit, kernel_name
+from kera.backends.ptx import SUPPORTED, emit, kernel_name
 from kera.ir import Function
 from keracheck.ptx_emu import GlobalMemory, NanPolicy, PtxError, load, parse
 from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
@@ -74,7 +74,7 @@ class PtxEmuBackend:
         return None
 
     def supported_ops(self) -> frozenset[str]:
-        return SUPPORTED_OPS
+        return SUPPORTED
 
     def artifacts(self, fn: Function) -> dict[str, bytes]:
         return {f"{kernel_name(fn)}.ptx": emit(fn).encode()}
@@ -130,7 +130,7 @@ class PtxGpuBackend:
         return None if count else "the NVIDIA driver sees no GPU"
 
     def supported_ops(self) -> frozenset[str]:
-        return SUPPORTED_OPS
+        return SUPPORTED
 
     def artifacts(self, fn: Function) -> dict[str, bytes]:
         return {f"{kernel_name(fn)}.ptx": emit(fn).encode()}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kera.backends.ptx import SUPPORTED_OPS, emit, emit_graph, kernel_name
+from kera.backends.ptx import SUPPORTED, emit, emit_graph, kernel_name
 from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, Graph
@@ -152,7 +152,7 @@ def bits_equal(a: Array, b: Array) -> bool:
 
 
 def test_every_contract_op_is_lowered() -> None:
-    names = {str(op) for op in Op} - SUPPORTED_OPS
+    names = {str(op) for op in Op} - SUPPORTED
     assert not names, f"ops without a PTX lowering: {sorted(names)}"
     covered = {node.op.value for _, fn, _ in CASES for node in fn.nodes()}
     assert covered == {str(op) for op in Op}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kera.backends.verilog import SUPPORTED_OPS, VerilogEmitError, emit
+from kera.backends.verilog import SUPPORTED, VerilogEmitError, emit
 from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, const
@@ -255,7 +255,7 @@ def cases() -> list[Case]:
 
 
 def test_every_contract_op_is_supported() -> None:
-    assert {op.value for op in Op} <= SUPPORTED_OPS
+    assert {op.value for op in Op} <= SUPPORTED
 
 
 def test_op_matrix_covers_every_op(cases: list[Case]) -> None:

@@ -1,7 +1,11 @@
 """The C emitter without a compiler: golden text, calling convention, invariants, driver format.
 
-Golden files live in tests/golden/c/ (``<graph>.<isa>.c`` / ``<graph>.h``); regenerate them after
-an intended change with ``KERA_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_c_emit.py`` and
+Golden files live in tests/golden/c/, each piece of text pinned once (the pieces come from
+``kera.backends.c.emit.parts``, not from re-parsing C): ``prelude.<isa>.c`` per ISA level,
+``helpers.c`` every helper the cases use, ``<graph>.<isa>.c`` a case's banner and function
+definitions with the prelude and helpers as ``/* golden: ... */`` references in emitted order,
+and ``<graph>.h``.  Regenerate them after an
+intended change with ``KERA_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_c_emit.py`` and
 review the diff.  Running the emitted code is tests/toolchain/test_c_backend.py's job.
 """
 
@@ -17,7 +21,7 @@ import pytest
 
 from kera.backends import c
 from kera.backends.c import abi
-from kera.backends.c.emit import Arena
+from kera.backends.c.emit import Arena, Parts, parts
 from kera.dtypes import DType
 from kera.ir import Function, FunctionBuilder, IRError
 from kera.ops import Op
@@ -67,13 +71,48 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize(
-    ("graph", "isa"), [(g, isa) for g, (_, isas) in CASES.items() for isa in isas]
-)
+GOLDEN = [(g, isa) for g, (_, isas) in CASES.items() for isa in isas]
+GOLDEN_ISAS = [isa for isa in c.ISAS if any(isa in isas for _, isas in CASES.values())]
+
+
+def _parts(graph: str, isa: str) -> Parts:
+    return parts([CASES[graph][0]()], isa=isa, name=graph)
+
+
+def _skeleton(p: Parts, isa: str) -> str:
+    """The translation unit with the prelude and each helper replaced by a one-line reference to
+    the golden file that pins it: what is particular to a case, and the helpers it uses in
+    emitted order."""
+    refs = [f"/* golden: helpers.c {key} */" for key in p.helpers]
+    return "\n".join([p.banner, f"/* golden: prelude.{isa}.c */", *refs, *p.functions.values()])
+
+
+@pytest.mark.parametrize(("graph", "isa"), GOLDEN)
 def test_golden_source(graph: str, isa: str, golden: Callable[[str, str], None]) -> None:
     src = c.emit([CASES[graph][0]()], isa=isa, name=graph)
-    golden(f"c/{graph}.{isa}.c", src.c)
+    p = _parts(graph, isa)
+    assert src.c == p.text()  # the parts are the whole file, so every byte is pinned below
+    golden(f"c/{graph}.{isa}.c", _skeleton(p, isa))
     golden(f"c/{graph}.h", src.h)
+
+
+@pytest.mark.parametrize("isa", GOLDEN_ISAS)
+def test_golden_prelude(isa: str, golden: Callable[[str, str], None]) -> None:
+    """One prelude per ISA level, whatever the functions."""
+    (prelude,) = {_parts(graph, isa).prelude for graph in CASES}
+    golden(f"c/prelude.{isa}.c", prelude)
+
+
+def test_golden_helpers(golden: Callable[[str, str], None]) -> None:
+    """Every helper the golden cases use, once, sorted by key.  A helper's text is the same at
+    every ISA level (kera.backends.c.lower writes each body once for both lane flavours), which
+    is what lets one file pin it for all of them."""
+    texts: dict[str, set[str]] = {}
+    for graph, isa in GOLDEN:
+        for key, text in _parts(graph, isa).helpers.items():
+            texts.setdefault(key, set()).add(text)
+    assert all(len(t) == 1 for t in texts.values()), "a helper's text depends on the ISA level"
+    golden("c/helpers.c", "\n".join(f"/* ---- {k} */\n{min(texts[k])}" for k in sorted(texts)))
 
 
 # ------------------------------------------------------------------------------ convention
@@ -139,20 +178,16 @@ def test_supported_ops_are_every_contract_op() -> None:
 # ------------------------------------------------------------------------------ invariants
 
 
-def _entry_bodies(text: str) -> str:
-    return text[text.index("\nint kera_") :]
-
-
 def test_isa_levels_share_the_function_bodies() -> None:
-    """Only the lane count and typedefs differ between vector ISA levels (and the helpers'
-    text is the same for every level, scalar included)."""
+    """Only the lane count and typedefs differ between ISA levels: the function definitions and
+    the helpers' text are the same for every level, scalar included."""
     fn = conversions()
-    vec = [c.emit([fn], isa=isa) for isa in ("sse2", "avx2", "avx512", "neon")]
-    assert len({_entry_bodies(s.c) for s in vec}) == 1
+    levels = {isa: parts([fn], isa=isa) for isa in c.ISAS}
+    assert len({tuple(p.functions.items()) for p in levels.values()}) == 1
+    assert len({tuple(p.helpers.items()) for p in levels.values()}) == 1
     scalar = c.emit([fn], isa="scalar")
-    assert _entry_bodies(scalar.c) == _entry_bodies(vec[0].c)
     assert "#define KERA_LANES 1\n" in scalar.c and "vector_size" not in scalar.c
-    assert "#define KERA_LANES 16\n" in vec[2].c
+    assert "#define KERA_LANES 16\n" in c.emit([fn], isa="avx512").c
 
 
 FORBIDDEN = [

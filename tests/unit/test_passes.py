@@ -222,7 +222,7 @@ def test_pass_plugin_from_a_file(tmp_path: Path, fn: Function) -> None:
         passes.load_plugin(f"{plugin}:Nope")
     with pytest.raises(passes.PassSpecError, match="does not exist"):
         passes.load_plugin(f"{tmp_path / 'missing.py'}:X")
-    with pytest.raises(passes.PassSpecError, match="expected MODULE:ATTR"):
+    with pytest.raises(passes.PassSpecError, match="must be 'module:attr'"):
         passes.load_plugin("no_colon")
 
 

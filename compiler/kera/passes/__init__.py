@@ -16,12 +16,8 @@ built yet: see ``docs/passes.md``.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-import importlib.util
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,6 +25,7 @@ from kera.ir import Function, Graph
 from kera.passes import cse, fold, simplify
 from kera.passes.manager import Outcome, Pass, PassError, PassManager, PassStat
 from kera.passes.validate import InvariantError, validate
+from kera.plugins import PluginSpecError, import_attr
 
 ENTRY_POINT_GROUP = "kera.passes"
 
@@ -64,34 +61,12 @@ def as_pass(obj: Any, where: str) -> Pass:
     return Pass(name, version, run, (getattr(obj, "__doc__", "") or "").strip())
 
 
-def _load_module(spec: str) -> ModuleType:
-    if spec.endswith(".py"):
-        path = Path(spec)
-        if not path.is_file():
-            raise PassSpecError(f"pass plugin file {spec} does not exist")
-        name = f"kera_pass_plugin_{abs(hash(str(path.resolve())))}"
-        loader_spec = importlib.util.spec_from_file_location(name, path)
-        if loader_spec is None or loader_spec.loader is None:
-            raise PassSpecError(f"cannot load pass plugin file {spec}")
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[name] = module
-        loader_spec.loader.exec_module(module)
-        return module
-    try:
-        return importlib.import_module(spec)
-    except ImportError as e:
-        raise PassSpecError(f"cannot import pass plugin module '{spec}': {e}") from None
-
-
 def load_plugin(spec: str) -> Pass:
     """``module:attr`` or ``path/file.py:attr`` -> a :class:`Pass`."""
-    module_spec, sep, attr = spec.rpartition(":")
-    if not sep or not module_spec or not attr:
-        raise PassSpecError(f"pass plugin '{spec}': expected MODULE:ATTR or FILE.py:ATTR")
-    module = _load_module(module_spec)
-    obj = getattr(module, attr, None)
-    if obj is None:
-        raise PassSpecError(f"pass plugin '{spec}': '{module_spec}' has no attribute '{attr}'")
+    try:
+        obj = import_attr(spec)
+    except PluginSpecError as e:
+        raise PassSpecError(f"pass plugin: {e}") from None
     return as_pass(obj, spec)
 
 

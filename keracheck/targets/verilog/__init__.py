@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kera.backends.verilog import SUPPORTED_OPS, VerilogSizeError
+from kera.backends.verilog import SUPPORTED, VerilogSizeError
 from kera.ir import Function
 from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore]
 from keracheck import probe
@@ -78,7 +78,7 @@ class _VerilogTarget:
     api_version = API_VERSION
 
     def supported_ops(self) -> frozenset[str]:
-        return SUPPORTED_OPS
+        return SUPPORTED
 
     def declines(self, fn: Function) -> str | None:
         """Past the emitter's size limit (``MAX_CORES`` core instances): a documented limit of

@@ -14,7 +14,7 @@ The package (``docs/ptx-backend.md`` has the fix-ups and their ISA references):
 ``kernel.py``   :class:`Kernel` (instruction buffer, register allocator, constant pool), the
                 register classes and instruction types of each dtype, :class:`PtxEmitError`
 ``lower.py``    :data:`LOWER`, the one op -> lowering table (why each row is contract-exact);
-                :data:`SUPPORTED_OPS` derives from it
+                :data:`SUPPORTED` derives from it
 ``emit.py``     the kernel structure: loads, stores, one element for the shared loop,
                 ``emit``/``emit_graph``/``write``
 ==============  ==============================================================================
@@ -34,12 +34,12 @@ from kera.backends.ptx.emit import (
     write,
 )
 from kera.backends.ptx.kernel import MAX_INSTRUCTIONS, Kernel, PtxEmitError
-from kera.backends.ptx.lower import LOWER, SUPPORTED_OPS, Lower, Row
+from kera.backends.ptx.lower import LOWER, SUPPORTED, Lower, Row
 
 __all__ = [
     "LOWER",
     "MAX_INSTRUCTIONS",
-    "SUPPORTED_OPS",
+    "SUPPORTED",
     "TARGET",
     "VERSION",
     "Kernel",

@@ -280,4 +280,4 @@ LOWER: dict[Op, Row] = {
     Op.BITCAST: Row(_bitcast),
 }
 
-SUPPORTED_OPS = supported(LOWER)
+SUPPORTED = supported(LOWER)

@@ -23,7 +23,7 @@ The package (``docs/verilog-backend.md`` has the latency model and the targets):
 ===============  =============================================================================
 ``netlist.py``   :class:`Cell`, :class:`Netlist` (one cell per scalar net), dtype widths and
                  float-core parameters, constant folding through ``kera.semantics``
-``lower.py``     :data:`LOWER`, the one op -> lowering table; :data:`SUPPORTED_OPS` derives
+``lower.py``     :data:`LOWER`, the one op -> lowering table; :data:`SUPPORTED` derives
                  from it
 ``render.py``    liveness, the ASAP schedule, delay lines, the text; :class:`VerilogDesign`,
                  :class:`Port`, port and module names
@@ -35,7 +35,7 @@ are shared with the PTX back end in ``kera.backends.elementmaps``.
 """
 
 from kera.backends.verilog.emit import emit, emit_graph, write
-from kera.backends.verilog.lower import LOWER, SUPPORTED_OPS
+from kera.backends.verilog.lower import LOWER, SUPPORTED
 from kera.backends.verilog.netlist import (
     MAX_CORES,
     Cell,
@@ -51,7 +51,7 @@ from kera.backends.verilog.render import Port, VerilogDesign, module_name, port_
 __all__ = [
     "LOWER",
     "MAX_CORES",
-    "SUPPORTED_OPS",
+    "SUPPORTED",
     "Cell",
     "Lower",
     "Netlist",

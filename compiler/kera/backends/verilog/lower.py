@@ -179,7 +179,7 @@ LOWER: dict[Op, Lower] = {
     Op.BITCAST: _bitcast,
 }
 
-SUPPORTED_OPS = supported(LOWER)
+SUPPORTED = supported(LOWER)
 
 
 def canonical(nl: Netlist, dt: DType, x: int) -> int:

@@ -32,8 +32,10 @@ from kera.backends.wasm.emit import (
     emit_wat_file,
     layout,
 )
+from kera.backends.wasm.lower import LOWER
 
 __all__ = [
+    "LOWER",
     "SUPPORTED",
     "Kernel",
     "Layout",
