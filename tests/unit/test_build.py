@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -294,3 +295,114 @@ def test_built_graphs_survive_keg_with_their_fingerprints() -> None:
     assert {n: f.fingerprint for n, f in again.functions.items()} == {
         n: f.fingerprint for n, f in graph.functions.items()
     }
+
+
+# ------------------------------------------------------- destructuring, if, indexing
+
+CLIP_ROWS = """\
+export fn clip_rows(x: f32[4, 8], lim: f32) -> f32[4, 8] {
+    let (lo, hi) = (-lim, lim);
+    if lim > 0.0 { min(max(x, lo), hi) } else { x }
+}
+"""
+
+
+def test_if_is_select_with_explicit_broadcasts() -> None:
+    got = fn(CLIP_ROWS, "clip_rows")
+    b = FunctionBuilder("clip_rows")
+    x, lim = b.param("x", F32, [4, 8]), b.param("lim", F32)
+    wide = {"shape": [4, 8]}
+    zero = const_bytes(bits32(0.0), F32, ())
+    lo = b.op("broadcast", b.op("neg", lim), **wide)
+    clipped = b.op("min", b.op("max", x, lo), b.op("broadcast", lim, **wide))
+    cond = b.op("broadcast", b.op("gt", lim, zero), **wide)
+    assert got.fingerprint == b.build(b.op("select", cond, clipped, x)).fingerprint
+    spelled = CLIP_ROWS.replace("let (lo, hi) = (-lim, lim);", "let lo = -lim; let hi = lim;")
+    spelled = spelled.replace(
+        "if lim > 0.0 { min(max(x, lo), hi) } else { x }",
+        "select(lim > 0.0, min(max(x, lo), hi), x)",
+    )
+    assert fp(spelled, "clip_rows") == got.fingerprint
+
+
+def test_else_if_chains_nest_selects_and_literals_adapt() -> None:
+    chain = "export fn f(x: f64[4]) -> f64[4] { if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { x } }"
+    nested = "export fn f(x: f64[4]) -> f64[4] { select(x > 0.0, 1.0, select(x < 0.0, -1.0, x)) }"
+    assert fp(chain) == fp(nested)
+    out = interpret(fn(chain), {"x": np.array([[2.0, -3.0, -0.0, np.nan]])})[0][0]
+    want = np.array([1.0, -1.0, -0.0, np.nan])  # -0.0 and NaN fall through to x, bits kept
+    assert out.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+    (r,) = fn(
+        "export fn f(c: bool[3]) -> f64[3] { let w = if c { 0.5 } else { 2 }; w * w }"
+    ).results
+    assert r.dtype is F64 and r.shape == (3,)
+
+
+def test_tuple_valued_if_selects_element_by_element() -> None:
+    src = "export fn f(c: bool, a: i32[2], b: i32[2]) -> (i32[2], i32[2]) { if c { (a, b) } else { (b, a) } }"
+    per = "export fn f(c: bool, a: i32[2], b: i32[2]) -> (i32[2], i32[2]) { (select(c, a, b), select(c, b, a)) }"
+    assert fp(src) == fp(per)
+    nested = (
+        "export fn f(c: bool, a: i32[2], b: i32[2]) -> (i32[2], i32[2]) {\n"
+        "    let ((p, q), _) = if c { ((a, b), a) } else { ((b, a), b) };\n"
+        "    (p, q)\n"
+        "}"
+    )
+    assert fp(nested) == fp(per)
+
+
+def test_destructuring_is_field_access_and_names_do_not_count() -> None:
+    fields = "export fn f(x: f32) -> f32 { let t = ((x, x * 2.0), x + 1.0); t.0.1 - t.1 }"
+    pattern = "export fn f(x: f32) -> f32 { let ((_, a), b) = ((x, x * 2.0), x + 1.0); a - b }"
+    renamed = (
+        "export fn f(x: f32) -> f32 { let ((_, two), one) = ((x, x * 2.0), x + 1.0); two - one }"
+    )
+    assert fp(fields) == fp(pattern) == fp(renamed)
+    one = "export fn f(x: f32) -> f32 { let (a,) = x; let (b) = a; b }"
+    assert fp(one) == fp("export fn f(x: f32) -> f32 { x }")
+
+
+@pytest.mark.parametrize(
+    ("index", "numpy"),
+    [
+        ("[0]", np.s_[0]),
+        ("[-1]", np.s_[-1]),
+        ("[1, 2]", np.s_[1, 2]),
+        ("[-3, -4, -5]", np.s_[-3, -4, -5]),
+        ("[1..3]", np.s_[1:3]),
+        ("[.., 0]", np.s_[:, 0]),
+        ("[..-1, 1.., ..2]", np.s_[:-1, 1:, :2]),
+        ("[-2.., 2, -3..-1]", np.s_[-2:, 2, -3:-1]),
+        ("[.., .., 4]", np.s_[:, :, 4]),
+        ("[1..2, -1]", np.s_[1:2, -1]),
+    ],
+)
+def test_static_indexing_matches_numpy(index: str, numpy: Any) -> None:
+    data = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+    want = np.asarray(data[numpy])
+    ret = f"i32[{', '.join(map(str, want.shape))}]" if want.shape else "i32"
+    got = fn(f"export fn f(x: i32[3, 4, 5]) -> {ret} {{ x{index} }}")
+    assert {n.op for n in got.nodes()} <= {"param", "slice", "reshape"}
+    out = interpret(got, {"x": data[None]})[0][0]
+    assert out.shape == want.shape and out.tolist() == want.tolist()
+
+
+def test_a_whole_range_is_the_tensor_itself() -> None:
+    assert fp("export fn f(x: f32[4, 2]) -> f32[4, 2] { x[..][.., ..] }") == fp(
+        "export fn f(x: f32[4, 2]) -> f32[4, 2] { x }"
+    )
+
+
+def test_window_builds_slice_and_reshape() -> None:
+    got = fn(
+        "export fn window(x: f32[32]) -> (f32[4], f32, f32[8, 2]) {\n"
+        "    (x[2..6], x[-1], reshape(x[..16], shape = [8, 2]))\n"
+        "}",
+        "window",
+    )
+    b = FunctionBuilder("window")
+    x = b.param("x", F32, [32])
+    last = b.op("reshape", b.op("slice", x, start=[31], stop=[32]), shape=[])
+    head = b.op("reshape", b.op("slice", x, start=[0], stop=[16]), shape=[8, 2])
+    want = b.build(b.op("slice", x, start=[2], stop=[6]), last, head)
+    assert got.fingerprint == want.fingerprint

@@ -133,3 +133,78 @@ def test_corpus_formats_idempotently() -> None:
         assert [t for t in significant(once) if t[0] not in TRIVIA] == [
             t for t in significant(text) if t[0] not in TRIVIA
         ]
+
+
+# ------------------------------------------------------- destructuring, if, indexing
+
+CONTROL_MESSY = """\
+export fn f(x: f32[4, 8], c: bool) -> f32[8] {
+    let ( a,(b , _ ) )=(x [ 0 ], (x[ -1 ,2 .. ], x[ .. , .. -2]));
+    let y = if c {a} else if !c { x[1] }
+    else { let q = a; q };
+    if c {y} else {a}
+}
+"""
+
+CONTROL_GOLDEN = """\
+export fn f(x: f32[4, 8], c: bool) -> f32[8] {
+    let (a, (b, _)) = (x[0], (x[-1, 2..], x[.., ..-2]));
+    let y = if c {
+        a
+    } else if !c {
+        x[1]
+    } else {
+        let q = a;
+        q
+    };
+    if c { y } else { a }
+}
+"""
+
+
+def test_control_golden_layout_is_idempotent_and_keeps_meaning() -> None:
+    once = format_source(CONTROL_MESSY)
+    assert once == CONTROL_GOLDEN
+    assert format_source(once) == once
+    assert significant(once) == significant(CONTROL_MESSY)
+    a, b = compile_source(CONTROL_MESSY), compile_source(once)
+    assert a.graph is not None and b.graph is not None
+    assert a.graph.hash == b.graph.hash
+
+
+@pytest.mark.parametrize(
+    ("src", "out"),
+    [
+        ("fn f()->f32{x [ 1 .. 3 , 0 ]}", "fn f() -> f32 {\n    x[1..3, 0]\n}\n"),
+        ("fn f()->f32{x[..,..]}", "fn f() -> f32 {\n    x[.., ..]\n}\n"),
+        ("fn f()->f32{x[ - 1 ..]}", "fn f() -> f32 {\n    x[-1..]\n}\n"),
+        ("fn f()->f32{t.0 [0]}", "fn f() -> f32 {\n    t.0[0]\n}\n"),
+        ("fn f()->f32{let(a,b,)=t;a}", "fn f() -> f32 {\n    let (a, b,) = t;\n    a\n}\n"),
+        # an if written on one line stays on one line; any line break inside opens it up
+        ("fn f()->f32{if c{a}else if d{b}else{e}}", "fn f() -> f32 {\n    if c { a } else if d { b } else { e }\n}\n"),
+        ("fn f()->f32{if c{a}\nelse{b}}", "fn f() -> f32 {\n    if c {\n        a\n    } else {\n        b\n    }\n}\n"),
+        ("fn f()->f32{if c\n{a} else\n{b}}", "fn f() -> f32 {\n    if c {\n        a\n    } else {\n        b\n    }\n}\n"),
+        # an else-if chain is laid out as one: a break anywhere in it opens every branch
+        ("fn f()->f32{if c{\na}else if d{b}else{e}}", "fn f() -> f32 {\n    if c {\n        a\n    } else if d {\n        b\n    } else {\n        e\n    }\n}\n"),
+        ("fn f()->f32{1.0+if c{a}else{b}}", "fn f() -> f32 {\n    1.0 + if c { a } else { b }\n}\n"),
+    ],
+)  # fmt: skip
+def test_control_spacing(src: str, out: str) -> None:
+    assert format_source(src) == out
+    assert format_source(out) == out
+
+
+def test_an_if_with_a_comment_or_a_let_is_laid_out_as_blocks() -> None:
+    assert format_source("fn f()->f32{if c{a /* x */}else{b}}") == (
+        "fn f() -> f32 {\n    if c {\n        a /* x */\n    } else {\n        b\n    }\n}\n"
+    )
+    assert format_source("fn f()->f32{if c{let q=a;q}else{b}}") == (
+        "fn f() -> f32 {\n    if c {\n        let q = a;\n        q\n    } else {\n        b\n    }\n}\n"
+    )
+
+
+def test_long_multiline_else_if_chains_format_in_linear_time() -> None:
+    src = "fn f(c: bool) -> f32 {\n" + "if c { 1.0 }\nelse " * 5_000 + "{ 2.0 } }"
+    once = format_source(src)
+    assert once.count("} else if c {") == 4_999
+    assert format_source(once) == once

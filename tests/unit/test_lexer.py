@@ -145,3 +145,34 @@ def test_every_byte_lexes() -> None:
     t = lex(src)
     assert joined(t) == src
     assert t.diagnostics
+
+
+def test_ranges_lex_as_dotdot_between_numbers() -> None:
+    assert kinds(b"1..5 2.. ..-1 x[..] if else") == [
+        ("INT_NUMBER", b"1"), ("DOTDOT", b".."), ("INT_NUMBER", b"5"),
+        ("INT_NUMBER", b"2"), ("DOTDOT", b".."),
+        ("DOTDOT", b".."), ("MINUS", b"-"), ("INT_NUMBER", b"1"),
+        ("IDENT", b"x"), ("L_BRACK", b"["), ("DOTDOT", b".."), ("R_BRACK", b"]"),
+        ("IF_KW", b"if"), ("ELSE_KW", b"else"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("src", "want"),
+    [
+        (b"t.0..2", ["IDENT", "DOT", "INT_NUMBER", "DOTDOT", "INT_NUMBER"]),  # field, then a range
+        (b"1.5..2.5", ["FLOAT_NUMBER", "DOTDOT", "FLOAT_NUMBER"]),
+        (b"0..6u32", ["INT_NUMBER", "DOTDOT", "INT_NUMBER"]),  # a number, not a field, after ..
+        (b"1.", ["INT_NUMBER", "DOT"]),  # still not a float
+        (b"...", ["DOTDOT", "DOT"]),
+    ],
+)
+def test_dotdot_next_to_numbers_and_fields(src: bytes, want: list[str]) -> None:
+    t = lex(src)
+    assert [name for name, _ in kinds(src)] == want
+    assert joined(t) == src and not t.diagnostics
+
+
+def test_suffix_after_dotdot_is_checked_like_any_number() -> None:
+    t = lex(b"0..6u8")
+    assert [d.code for d in t.diagnostics] == ["E0004"]

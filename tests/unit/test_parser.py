@@ -204,3 +204,107 @@ def test_corpus_round_trips_byte_for_byte() -> None:
         data = path.read_bytes()
         result = parse_source(data)
         assert tree_bytes(result.tree) == data, path
+
+
+# ------------------------------------------------------- destructuring, if, indexing
+
+IF_ = "(IF_EXPR if {} (BLOCK {{ {} }}) else {})".format
+BLOCK_ = "(BLOCK {{ {} }})".format
+
+
+@pytest.mark.parametrize(
+    ("src", "tree"),
+    [
+        ("x[0]", "(INDEX_EXPR (NAME_REF x) [ (LITERAL 0) ])"),
+        ("x[-1, 2..]", "(INDEX_EXPR (NAME_REF x) [ (PREFIX_EXPR - (LITERAL 1)) , (RANGE (LITERAL 2) ..) ])"),
+        ("x[..3, ..,]", "(INDEX_EXPR (NAME_REF x) [ (RANGE .. (LITERAL 3)) , (RANGE ..) , ])"),
+        ("x[2..-1]", "(INDEX_EXPR (NAME_REF x) [ (RANGE (LITERAL 2) .. (PREFIX_EXPR - (LITERAL 1))) ])"),
+        ("x[a + 1..b]", "(INDEX_EXPR (NAME_REF x) [ (RANGE (BIN_EXPR (NAME_REF a) + (LITERAL 1)) .. (NAME_REF b)) ])"),
+        ("f(x)[1][2]", "(INDEX_EXPR (INDEX_EXPR (CALL_EXPR (NAME_REF f) (ARG_LIST ( (NAME_REF x) ))) [ (LITERAL 1) ]) [ (LITERAL 2) ])"),
+        ("t.0[1]", "(INDEX_EXPR (FIELD_EXPR (NAME_REF t) . 0) [ (LITERAL 1) ])"),
+        ("-x[0]", "(PREFIX_EXPR - (INDEX_EXPR (NAME_REF x) [ (LITERAL 0) ]))"),
+        ("if c { a } else { b }", IF_(N("c"), N("a"), BLOCK_(N("b")))),
+        ("if c { a } else if d { b } else { e }", IF_(N("c"), N("a"), IF_(N("d"), N("b"), BLOCK_(N("e"))))),
+        ("if { c } { a } else { b }", IF_(BLOCK_(N("c")), N("a"), BLOCK_(N("b")))),
+        ("1.0 + if c { a } else { b }", bin_("(LITERAL 1.0)", "+", IF_(N("c"), N("a"), BLOCK_(N("b"))))),
+        ("if a < b { a } else { b }", IF_(bin_(N("a"), "<", N("b")), N("a"), BLOCK_(N("b")))),
+    ],
+)  # fmt: skip
+def test_index_and_if_shapes(src: str, tree: str) -> None:
+    assert expr(src) == tree
+
+
+def test_let_patterns() -> None:
+    src = "fn f() -> f32 { let ((a, _), b,) = t; let (c) = t; let d: f32 = 1.0; a }"
+    result = parse_source(src)
+    assert not result.diagnostics
+    body = result.root.fns()[0].body()
+    assert body is not None
+    lets = [sexp(n.green) for n in body.items() if n.kind == K.LET_STMT]
+    assert lets == [
+        "(LET_STMT let (TUPLE_PAT ( (TUPLE_PAT ( (NAME a) , (NAME _) )) , (NAME b) , )) = (NAME_REF t) ;)",
+        "(LET_STMT let (TUPLE_PAT ( (NAME c) )) = (NAME_REF t) ;)",
+        "(LET_STMT let (NAME d) : (TENSOR_TYPE f32) = (LITERAL 1.0) ;)",
+    ]  # fmt: skip
+
+
+def test_errors_in_the_new_forms_are_reported_and_parsing_goes_on() -> None:
+    assert errors("fn f() -> f32 { if c { a } }") == [
+        ("E0010", "expected 'else' and a block: an if has a value on both branches, found '}'", "")
+    ]
+    assert errors("fn f() -> f32 { if c { a } else b }")[0][:2] == (
+        "E0010",
+        "expected '{' or 'if' after 'else', found identifier 'b'",
+    )
+    assert errors("fn f() -> f32 { if c a }")[0][:2] == (
+        "E0010",
+        "expected '{' and the value when the condition holds, found identifier 'a'",
+    )
+    assert errors("fn f() -> f32 { x[] }") == [
+        ("E0010", "expected an index (an integer, or a range such as 1..3), found ']'", "")
+    ]
+    assert errors("fn f() -> f32 { let () = x; x }") == [
+        ("E0010", "expected a name, '_' or '(' in a tuple pattern, found ')'", "")
+    ]
+    assert errors("fn f() -> f32 { let (a b) = x; x }")[0][:2] == (
+        "E0010",
+        "expected ',' or ')', found identifier 'b'",
+    )
+    # a missing ']' or ')' does not swallow the rest of the function
+    src = "fn f() -> f32 { let y = x[1..; let (a, = y; a }\nfn g() -> f32 { 1.0 }"
+    assert {c for c, _, _ in errors(src)} == {"E0010"}
+    fns = [g for g in parse_source(src).tree.children if isinstance(g, GreenNode)]
+    assert [g.kind for g in fns] == [K.FN_DEF] * 2
+
+
+def test_else_if_chains_and_index_chains_parse_iteratively() -> None:
+    for body in (
+        "if c { x } else " * 20_000 + "{ x }",
+        "x" + "[..]" * 20_000,
+    ):
+        src = "fn f(x: f32[4], c: bool) -> f32[4] { " + body + " }"
+        result = parse_source(src)
+        assert not result.diagnostics
+        assert tree_bytes(result.tree) == src.encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "if " * 10_000 + "c" + " { x } else { x }" * 10_000,  # ifs in conditions recurse
+        "if " * 10_000 + "{ c }" + " { x } else if c { x } else { x }" * 10_000,
+        "x" + "[x" * 10_000 + "]" * 10_000,
+    ],
+)
+def test_deep_ifs_and_indices_are_bounded_with_one_diagnostic(body: str) -> None:
+    src = "fn f(x: f32[4], c: bool) -> f32[4] { " + body + " }"
+    result = parse_source(src)
+    assert tree_bytes(result.tree) == src.encode()
+    assert [d.code for d in result.diagnostics] == ["E0012"]
+
+
+def test_deep_tuple_patterns_are_bounded() -> None:
+    src = "fn f(x: f32) -> f32 { let " + "(" * 10_000 + "a" + ")" * 10_000 + " = x; x }"
+    result = parse_source(src)
+    assert tree_bytes(result.tree) == src.encode()
+    assert [d.code for d in result.diagnostics] == ["E0012"]

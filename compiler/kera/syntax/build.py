@@ -14,7 +14,9 @@ Values of expressions:
   ``f32`` otherwise (comparisons, reductions, data movement...).  A let-bound literal stays
   deferred, like a Go constant, so ``let h = 0.5;`` works with f32 and f64 alike;
 * a :class:`Tup` — the value of ``(a, b)`` or of a call returning a tuple; it can be returned,
-  bound with ``let`` and taken apart with ``.0``;
+  bound with ``let``, taken apart with ``.0`` or ``let (a, b) = ..``, and chosen by ``if``.
+  Tuples may nest inside a function body (``((a, b), c)``), up to :data:`MAX_TUPLE_DEPTH`
+  levels, but not in a result or an argument;
 * None — poison.
 
 Scalar operands of an elementwise operation with a tensor operand are broadcast with an
@@ -27,6 +29,10 @@ arguments bound to its parameters), so an export's graph, and its fingerprint, c
 callees by construction.  Expansions are memoised per (callee, argument nodes).  A call to a
 function that is already being expanded is recursion: reported once per call site (E0105)
 with the chain of calls, and poison.
+
+``if c { a } else { b }`` is ``select(c, a, b)``: every branch is evaluated, and tuple-valued
+branches are selected element by element.  ``x[..]`` with static items is a ``slice`` and a
+``reshape`` (``kera.syntax.indexing``).  Neither adds an op to the contract.
 
 Evaluation is iterative: expression handlers are generators that yield their sub-expressions
 to one driver loop, so neither deep expression trees nor long call chains use the Python stack.
@@ -42,7 +48,7 @@ from kera import limits
 from kera.dtypes import DType
 from kera.ir import Function, IRError, Node, const_bytes, make_node, param
 from kera.ops import ARITY, FLOAT_ONLY, AttrValue, Op, TensorType, TypeRuleError
-from kera.syntax import literals
+from kera.syntax import indexing, literals
 from kera.syntax.builtins import (
     BINARY_OPS,
     BUILTIN_NAMES,
@@ -61,15 +67,21 @@ from kera.syntax.tree import (
     CallExpr,
     CastExpr,
     FieldExpr,
+    IfExpr,
+    IndexExpr,
     Kwarg,
     LetStmt,
     Literal,
+    Name,
     NameRef,
     ParenExpr,
     PrefixExpr,
+    Range,
     SyntaxNode,
+    SyntaxToken,
     TensorTypeNode,
     TupleExpr,
+    TuplePat,
 )
 
 K = SyntaxKind
@@ -86,6 +98,12 @@ class _Budget(Exception):
 
 
 NUMBERS = (K.INT_NUMBER, K.FLOAT_NUMBER)
+#: how deep tuple values may nest; walks over them recurse on it
+MAX_TUPLE_DEPTH = 100
+#: ``if`` is ``select`` with the branches' dtype shared and scalars broadcast
+SELECT = ELEMENTWISE_BUILTINS["select"]
+#: an index item that is not a literal: evaluated, then reported (E0313 or E0314)
+_DYNAMIC = indexing.Item(None, None, True, "", (0, 0))
 #: builtins whose operands share one dtype without broadcasting
 UNIFIED_BUILTINS = frozenset({Op.DOT, Op.MATMUL, Op.CONCAT})
 
@@ -131,12 +149,23 @@ def _operand_dtypes(d: Deferred, dtype: DType) -> list[tuple[Deferred | Node, DT
 
 
 class Tup:
-    """The value of a tuple expression (two or more items, none of them a tuple)."""
+    """The value of a tuple expression: two or more items, which may be tuples themselves
+    (``depth`` is 1 for a tuple of tensors)."""
 
-    __slots__ = ("items",)
+    __slots__ = ("depth", "items")
 
-    def __init__(self, items: tuple[Node | Deferred, ...]) -> None:
+    def __init__(self, items: tuple[Node | Deferred | Tup, ...]) -> None:
         self.items = items
+        self.depth: int = 1 + max((v.depth for v in items if isinstance(v, Tup)), default=0)
+
+
+def describe(value: Node | Deferred | Tup) -> str:
+    """A value's type as messages name it: ``f32[4]``, ``a tuple of 2``, ``a literal``."""
+    if isinstance(value, Tup):
+        return f"a tuple of {len(value.items)}"
+    if isinstance(value, Deferred):
+        return "a float literal" if value.is_float else "an integer literal"
+    return str(value.type)
 
 
 Value = Node | Deferred | Tup | None
@@ -144,6 +173,34 @@ _VALUES = (Node, Deferred, Tup)
 Env = dict[str, Value]
 Request = tuple[SyntaxNode | None, Env]  # None: a part a syntax error left missing
 Handler = Generator[Request, Value, Value]
+
+
+class _NotStatic:
+    """static_int's answer for an expression that is not an integer literal."""
+
+
+NOT_STATIC = _NotStatic()
+
+
+def static_int(node: SyntaxNode) -> int | _NotStatic | None:
+    """The value of an unsuffixed integer literal, optionally negated (``2``, ``-1``);
+    :data:`NOT_STATIC` for any other expression; None for a literal the lexer reported."""
+    negate = isinstance(node, PrefixExpr) and node.op() == K.MINUS
+    inner = node.operand() if isinstance(node, PrefixExpr) and negate else node
+    if not isinstance(inner, Literal) or inner.tok().kind != K.INT_NUMBER:
+        return NOT_STATIC
+    lit = literals.parse(inner.tok().text)
+    if lit is None:
+        return None
+    if lit.suffix is not None:
+        return NOT_STATIC
+    return -lit.num if negate else lit.num
+
+
+def _short(text: str) -> str:
+    """An item's source as a message quotes it (a literal may have 100,000 digits)."""
+    text = " ".join(text.split())
+    return text if len(text) <= 24 else text[:20] + "..."
 
 
 class Builder:
@@ -168,6 +225,8 @@ class Builder:
             K.CALL_EXPR: self.call,
             K.TUPLE_EXPR: self.tuple_,
             K.FIELD_EXPR: self.field,
+            K.IF_EXPR: self.if_,
+            K.INDEX_EXPR: self.index,
         }
 
     # ------------------------------------------------------------------ driver
@@ -186,14 +245,7 @@ class Builder:
                 if not stack:
                     return send
                 continue
-            self.steps += 1
-            if self.steps > self.limits.expansion:
-                raise _Budget(
-                    "E0111",
-                    f"this function expands to more than {self.limits.expansion:,} expressions "
-                    "through its calls (each call inlines the callee's body; "
-                    f"{limits.hint('expansion')})",
-                )
+            self.charge()
             started = self.start(child, child_env)
             if started is None or isinstance(started, _VALUES):
                 send = started
@@ -255,6 +307,8 @@ class Builder:
             return env[name]
         if name in DTYPES:
             return self.r.error("E0305", f"'{name}' is a type, not a value", tok.span)
+        if name == "_":
+            return self.r.error("E0101", "'_' binds nothing, so it cannot be read", tok.span)
         if name in BUILTIN_NAMES or name in self.sigs:
             return self.r.error("E0101", f"'{name}' is a function; call it: {name}(...)", tok.span)
         hint = difflib.get_close_matches(name, list(env), 1)
@@ -274,19 +328,70 @@ class Builder:
         return value
 
     def let(self, node: LetStmt, scope: Env) -> Generator[Request, Value, None]:
-        tok = node.name()
         init = node.init()
         value = (yield init, scope) if init is not None else None
         tnode = node.type()
-        if tnode is not None:
+        pattern = node.pattern()
+        if tnode is not None and isinstance(pattern, TuplePat):
+            self.r.error(
+                "E0309",
+                "a tuple pattern has no type annotation: its names take the value's types",
+                tnode.span,
+            )
+        elif tnode is not None:
             target = self.annotation(tnode)
             value = self.coerce(value, target, init.span if init else node.span)
-        if tok is None:
+        if isinstance(pattern, TuplePat):
+            self.destructure(pattern, value, scope)
+        elif pattern is not None:
+            self.bind(pattern.ident(), value, scope, set())
+
+    def bind(self, tok: SyntaxToken | None, value: Value, scope: Env, seen: set[str]) -> None:
+        """Bind one name of a pattern (``_`` binds nothing)."""
+        if tok is None or tok.text == "_":
             return
         why = reserved(tok.text)
         if why:
             self.r.error("E0106", f"{why} and cannot name a variable", tok.span)
+        elif tok.text in seen:
+            self.r.error("E0310", f"'{tok.text}' is bound twice in this pattern", tok.span)
+        seen.add(tok.text)
         scope[tok.text] = value
+
+    def destructure(self, pattern: TuplePat, value: Value, scope: Env) -> None:
+        """``let (a, (b, _)) = value;``, walked with an explicit stack in source order.  After
+        a mismatch the names of that part are bound to poison, so uses stay silent."""
+        seen: set[str] = set()
+        stack: list[tuple[Name | TuplePat, Value]] = [(pattern, value)]
+        while stack:
+            part, v = stack.pop()
+            if isinstance(part, Name):
+                self.bind(part.ident(), v, scope, seen)
+                continue
+            parts = part.elements()
+            if not parts:
+                continue  # `()`: the parser has reported it
+            if len(parts) == 1:  # (a) and (a,) are a, as a one-element tuple is its element
+                stack.append((parts[0], v))
+                continue
+            items = self.unpack(part, v, len(parts))
+            stack.extend(reversed(list(zip(parts, items, strict=True))))
+
+    def unpack(self, pattern: TuplePat, value: Value, n: int) -> list[Value]:
+        if isinstance(value, Tup) and len(value.items) == n:
+            return list(value.items)
+        if value is not None:
+            found = (
+                f"a tuple of {len(value.items)}"
+                if isinstance(value, Tup)
+                else f"{describe(value)}, not a tuple"
+            )
+            self.r.error(
+                "E0310",
+                f"this pattern takes apart a tuple of {n}, but the value is {found}",
+                pattern.span,
+            )
+        return [None] * n
 
     def annotation(self, tnode: SyntaxNode) -> TensorType | None:
         t = resolve_type(tnode, self.r)
@@ -352,12 +457,12 @@ class Builder:
             return self.r.error("E0307", "the empty tuple () has no value", node.span)
         if any(v is None for v in items):
             return None
-        for v, element in zip(items, node.elements(), strict=True):
-            if isinstance(v, Tup):
-                return self.r.error("E0307", "tuples cannot be nested", element.span)
         if len(items) == 1:
             return items[0]
-        return Tup(tuple(v for v in items if isinstance(v, Node | Deferred)))
+        value = Tup(tuple(v for v in items if isinstance(v, _VALUES)))
+        if value.depth > MAX_TUPLE_DEPTH:
+            return self.r.error("E0307", f"tuples nest at most {MAX_TUPLE_DEPTH} deep", node.span)
+        return value
 
     def field(self, node: FieldExpr, env: Env) -> Handler:
         base = yield node.base(), env
@@ -373,6 +478,186 @@ class Builder:
                 "E0307", f"tuple of {len(base.items)} has no field .{tok.text}", tok.span
             )
         return base.items[index]
+
+    # ------------------------------------------------------------------ if
+    def if_(self, node: IfExpr, env: Env) -> Handler:
+        """``if c { a } else { b }`` is ``select(c, a, b)``: all three are evaluated (an
+        else-if chain nests: the else part is the next IfExpr)."""
+        parts = node.parts()
+        if parts is None:
+            return None  # a part is missing: the parser has reported it
+        cond_node, then_node, else_node = parts
+        cond = yield cond_node, env
+        a = yield then_node, env
+        b = yield else_node, env
+        if cond is None or a is None or b is None:
+            return None
+        if not isinstance(cond, Node) or cond.dtype is not DType.BOOL:
+            return self.r.error(
+                "E0311",
+                f"the condition of an if must be bool, found {describe(cond)}",
+                cond_node.span,
+            )
+        return self.choose(cond, a, b, (node.span, cond_node.span), {})
+
+    def choose(
+        self,
+        cond: Node,
+        a: Node | Deferred | Tup,
+        b: Node | Deferred | Tup,
+        spans: tuple[Span, Span],
+        memo: dict[tuple[int, int], Value],
+    ) -> Value:
+        """``select(cond, a, b)``, tuples element by element (recursion is bounded by
+        :data:`MAX_TUPLE_DEPTH`; ``memo`` keeps shared sub-tuples from being walked twice).
+        ``spans`` are the if's and its condition's."""
+        if not isinstance(a, Tup) and not isinstance(b, Tup):
+            return self.select(cond, a, b, spans)
+        if not isinstance(a, Tup) or not isinstance(b, Tup) or len(a.items) != len(b.items):
+            return self.branch_mismatch(a, b, spans[0])
+        key = (id(a), id(b))
+        if key not in memo:
+            self.charge()
+            items = [
+                self.choose(cond, x, y, spans, memo) for x, y in zip(a.items, b.items, strict=True)
+            ]
+            ok = [v for v in items if isinstance(v, _VALUES)]
+            memo[key] = Tup(tuple(ok)) if len(ok) == len(items) else None
+        return memo[key]
+
+    def select(
+        self, cond: Node, a: Node | Deferred, b: Node | Deferred, spans: tuple[Span, Span]
+    ) -> Value:
+        """One element of an if: the branches share a dtype and a shape, or one of them is a
+        scalar (broadcast); the condition is a scalar or has the result's shape."""
+        nodes = [v for v in (a, b) if isinstance(v, Node)]
+        shapes = {n.shape for n in nodes if n.shape}
+        if len({n.dtype for n in nodes}) > 1 or len(shapes) > 1:
+            return self.branch_mismatch(a, b, spans[0])
+        if cond.shape and shapes and shapes != {cond.shape}:
+            return self.r.error(
+                "E0311",
+                f"the condition of an if is {cond.type} but the branches are "
+                f"{nodes[0].dtype}{list(shapes.pop())}: a condition is a bool scalar or has "
+                "the branches' shape",
+                spans[1],
+            )
+        return self.elementwise(SELECT, [cond, a, b], spans[0])
+
+    def branch_mismatch(
+        self, a: Node | Deferred | Tup, b: Node | Deferred | Tup, span: Span
+    ) -> Any:
+        return self.r.error(
+            "E0312",
+            f"the branches of an if have different types: {describe(a)} and {describe(b)}",
+            span,
+        )
+
+    def charge(self) -> None:
+        """Count one expression against the ``expansion`` budget."""
+        self.steps += 1
+        if self.steps > self.limits.expansion:
+            raise _Budget(
+                "E0111",
+                f"this function expands to more than {self.limits.expansion:,} expressions "
+                "through its calls (each call inlines the callee's body; "
+                f"{limits.hint('expansion')})",
+            )
+
+    # ---------------------------------------------------------------- index
+    def index(self, node: IndexExpr, env: Env) -> Handler:
+        """``x[item, ...]`` with static items: a ``slice`` and a ``reshape``.  A computed
+        index is evaluated (so its own errors are reported) and then refused (E0314)."""
+        base = yield node.base(), env
+        items: list[indexing.Item | None] = []
+        for item in node.items():
+            static = self.index_item(item)
+            if static is _DYNAMIC:
+                value = yield item, env
+                static = self.dynamic_index(value, item.span)
+            items.append(static)
+        if not items or node.token(K.L_BRACK) is None or base is None or None in items:
+            return None
+        target = self.indexable(base, len(items), node.span)
+        if target is None:
+            return None
+        return self.lower_index(target, [i for i in items if i is not None], node.span)
+
+    def index_item(self, item: SyntaxNode) -> indexing.Item | None:
+        """The static item of ``item``, :data:`_DYNAMIC` for a computed index, or None after
+        an error."""
+        if item.kind == K.ERROR:
+            return None
+        text = _short(item.text())
+        if isinstance(item, Range):
+            lo_node, hi_node = item.ends()
+            lo, hi = self.range_end(lo_node), self.range_end(hi_node)
+            if isinstance(lo, _NotStatic) or isinstance(hi, _NotStatic):
+                return None
+            return indexing.Item(lo, hi, False, text, item.span)
+        k = static_int(item)
+        if isinstance(k, _NotStatic):
+            return _DYNAMIC
+        return None if k is None else indexing.Item(k, None, True, text, item.span)
+
+    def range_end(self, node: SyntaxNode | None) -> int | _NotStatic | None:
+        """A range end: its value, None when omitted, :data:`NOT_STATIC` after an error."""
+        if node is None:
+            return None
+        k = static_int(node)
+        if isinstance(k, _NotStatic):
+            self.r.error("E0313", "a range end is an integer literal such as 2 or -1", node.span)
+        return NOT_STATIC if k is None else k
+
+    def dynamic_index(self, value: Value, span: Span) -> Any:
+        """Report a computed index: E0314 for an integer scalar, E0313 for anything else."""
+        if value is None:
+            return None
+        is_int = isinstance(value, Deferred) and not value.is_float
+        is_int = is_int or (isinstance(value, Node) and value.dtype.is_int and not value.shape)
+        if not is_int:
+            return self.r.error(
+                "E0313",
+                f"an index is an integer literal or a range, found {describe(value)}",
+                span,
+            )
+        return self.r.error(
+            "E0314",
+            "a computed index needs dynamic_slice, which Kera does not have yet; "
+            "index with an integer literal such as 0 or -1, or a range such as 2..6",
+            span,
+        )
+
+    def indexable(self, base: Node | Deferred | Tup, n: int, span: Span) -> Node | None:
+        """``base`` when it is a tensor with at least ``n`` axes."""
+        if isinstance(base, Tup):
+            return self.r.error(
+                "E0313",
+                f"only a tensor can be indexed, found {describe(base)} "
+                "(take a tuple apart with .0 or let (a, b) = ...)",
+                span,
+            )
+        if isinstance(base, Deferred) or not base.shape:
+            return self.r.error(
+                "E0313", f"{describe(base)} is a scalar: it has no axes to index", span
+            )
+        rank = len(base.shape)
+        if n > rank:
+            axes = "1 axis" if rank == 1 else f"{rank} axes"
+            return self.r.error("E0313", f"{base.type} has {axes}, but {n} items index it", span)
+        return base
+
+    def lower_index(self, x: Node, items: list[indexing.Item], span: Span) -> Node | None:
+        try:
+            plan = indexing.plan(x.shape, items, str(x.type))
+        except indexing.IndexingError as e:
+            return self.r.error("E0313", e.message, e.span)
+        node: Node | None = x
+        if plan.slices(x.shape):
+            node = self.make(Op.SLICE, [x], {"start": plan.start, "stop": plan.stop}, span)
+        if node is not None and plan.reshapes():
+            node = self.make(Op.RESHAPE, [node], {"shape": plan.shape}, span)
+        return node
 
     # ------------------------------------------------------------------- calls
     def call(self, node: CallExpr, env: Env) -> Handler:

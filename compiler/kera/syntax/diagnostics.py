@@ -10,7 +10,8 @@ followed by the source line and a caret line under the span (clipped to the firs
           |             ^^^^^^^^
 
 Codes: ``E00xx`` syntax (lexer, parser), ``E01xx`` names and items, ``E02xx`` typing rules of
-``kera.ops`` reported as they are, ``E03xx`` front-end typing (literals, coercions, tuples).
+``kera.ops`` reported as they are, ``E03xx`` front-end typing (literals, coercions, tuples,
+destructuring, ``if``, indexing).
 The table with one line per code is in ``docs/language.md``.
 """
 

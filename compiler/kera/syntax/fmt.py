@@ -8,8 +8,11 @@ went in, in the same order.  Layout rules:
 * a block puts each ``let`` and its value on their own lines, indented four spaces per level;
   one blank line between statements is kept where the source had one or more;
 * one space around binary operators, ``=``, ``->`` and ``as``, after ``,`` and ``:``; none inside
-  brackets, before ``(`` of a call or parameter list, before ``[`` of a shape, around ``.``,
-  after a unary operator;
+  brackets, before ``(`` of a call or parameter list, before ``[`` of a shape or an index,
+  around ``.`` and ``..``, after a unary operator;
+* an ``if`` the author wrote on one line, with no comment inside and no ``let`` in its blocks,
+  stays on one line: ``if c { a } else if d { b } else { e }``.  Any other ``if`` has its
+  branches laid out like any block, with ``} else {`` and ``} else if d {`` on one line;
 * inside a statement, a line break the author wrote is kept (except before ``, ; . :``) and
   the statement continues one level deeper; a closing ``)`` or ``]`` starting a line goes back
   to the statement's level (so long argument and parameter lists can be laid out by hand);
@@ -31,21 +34,24 @@ from kera.syntax.parser import FINISH, START, TOKEN, Event, parse
 
 K = SyntaxKind
 INDENT = b"    "
-_NO_SPACE_AFTER = frozenset({K.L_PAREN, K.L_BRACK, K.DOT})
+_NO_SPACE_AFTER = frozenset({K.L_PAREN, K.L_BRACK, K.DOT, K.DOTDOT})
 _NO_SPACE_BEFORE = frozenset({K.R_PAREN, K.R_BRACK, K.COMMA, K.SEMI, K.DOT, K.COLON})
 _UNARY = frozenset({K.MINUS, K.BANG, K.TILDE})
-_JOIN_BEFORE = frozenset({K.COMMA, K.SEMI, K.DOT, K.COLON})
+_JOIN_BEFORE = frozenset({K.COMMA, K.SEMI, K.DOT, K.COLON, K.ELSE_KW})
+_NO_SPACE_BEFORE_BRACK = frozenset({K.DIMS, K.INDEX_EXPR})  # f32[4], x[0]
 
 
 def _space(prev: int, prev_parent: int, cur: int, parent: int) -> bool:
     """Whether one space separates two tokens on one line."""
     if prev in _NO_SPACE_AFTER or cur in _NO_SPACE_BEFORE:
         return False
+    if cur == K.DOTDOT:
+        return prev == K.COMMA  # x[1..3], x[0, ..2]
     if prev in _UNARY and prev_parent == K.PREFIX_EXPR:
         return False
     if cur == K.L_PAREN and parent in (K.ARG_LIST, K.PARAM_LIST):
         return False
-    return not (cur == K.L_BRACK and parent == K.DIMS)
+    return not (cur == K.L_BRACK and parent in _NO_SPACE_BEFORE_BRACK)
 
 
 class _Writer:
@@ -102,6 +108,8 @@ class _Formatter:
         self.w = _Writer()
         self.stack: list[int] = []
         self.ti = 0
+        self.inline = 0  # stack depth of the one-line if being written; 0 when none
+        self.one_line: set[int] | None = None  # _one_line_ifs, computed at the first if
 
     def trivia(self) -> int:
         """Emit the comments before the next significant token; returns newlines seen last."""
@@ -120,13 +128,31 @@ class _Formatter:
             self.ti += 1
         return newlines
 
-    def start(self, kind: int) -> None:
+    def start(self, kind: int, events: list[Event], i: int) -> None:
         parent = self.stack[-1] if self.stack else -1
         if kind == K.FN_DEF and parent == K.SOURCE_FILE:
             self.w.request(2)
-        elif parent == K.BLOCK:
+        elif parent == K.BLOCK and not self.inline:
             self.w.request(1)
         self.stack.append(kind)
+        if kind == K.IF_EXPR and not self.inline and parent != K.IF_EXPR:  # a chain's head
+            if self.one_line is None:
+                self.one_line = _one_line_ifs(self.kinds, self.starts, self.data, events)
+            if i in self.one_line:
+                self.inline = len(self.stack)
+
+    def finish(self) -> None:
+        if self.inline == len(self.stack):
+            self.inline = 0
+        self.stack.pop()
+
+    def joins(self, tok: int) -> bool:
+        """Whether ``tok`` stays on the line before it whatever the author wrote: ``, ; . :``,
+        ``else``, and the ``{`` of an if's branch."""
+        if tok in _JOIN_BEFORE:
+            return True
+        stack = self.stack
+        return tok == K.L_BRACE and len(stack) > 1 and stack[-2] == K.IF_EXPR
 
     def token(self) -> None:
         """Emit the next significant token (and the comments before it)."""
@@ -137,13 +163,15 @@ class _Formatter:
         tok = kinds[j]
         parent = self.stack[-1]
         closes_block = parent == K.BLOCK and tok == K.R_BRACE
-        if closes_block:
+        breaks = closes_block and not self.inline
+        if breaks:
             w.request(1)
         newlines = self.trivia()
         if closes_block:
             w.indent -= 1
+        if breaks:
             w.request(1)
-        if newlines and not w.brk and tok not in _JOIN_BEFORE:
+        if newlines and not w.brk and not self.joins(tok):
             w.brk = 1  # a line break the author put inside an expression is kept
         space = _space(w.prev, w.prev_parent, tok, parent)
         closer = tok in (K.R_PAREN, K.R_BRACK)
@@ -156,13 +184,47 @@ class _Formatter:
         self.ti += 1
 
 
+def _one_line_ifs(
+    kinds: list[int], starts: list[int], data: bytes, events: list[Event]
+) -> set[int]:
+    """The event indices of the ``if`` starts that stay on one line: no line break or comment
+    between the if's first and last token, and no ``let`` inside.  One pass each over tokens
+    and events, then prefix counts compared at each if's first and last token, so long
+    else-if chains cost linear time."""
+    breaks: list[int] = []  # breaks[t]: line breaks or comments between tokens 0 and t
+    bad = False
+    for i, k in enumerate(kinds):
+        if k in TRIVIA:
+            bad = bad or k != K.WHITESPACE or b"\n" in data[starts[i] : starts[i + 1]]
+            continue
+        breaks.append(breaks[-1] + bad if breaks else 0)
+        bad = False
+    lets = [0] * (len(breaks) + 2)  # lets[t + 1]: let statements starting at tokens <= t
+    ifs: list[tuple[int, int, int]] = []  # (event index, first token, last token)
+    opened: list[tuple[int, int]] = []
+    tok = 0
+    for i, (tag, kind, _) in enumerate(events):
+        if tag == TOKEN:
+            tok += 1
+        elif tag == START:
+            lets[tok + 1] += kind == K.LET_STMT
+            opened.append((i if kind == K.IF_EXPR else -1, tok))
+        elif tag == FINISH:
+            e, first = opened.pop()
+            if e >= 0:
+                ifs.append((e, first, tok - 1))
+    for t in range(1, len(lets)):
+        lets[t] += lets[t - 1]
+    return {e for e, a, b in ifs if breaks[a] == breaks[b] and lets[a] == lets[b + 1]}
+
+
 def format_events(tokens: Tokens, events: list[Event]) -> bytes:
     f = _Formatter(tokens)
-    for tag, kind, _ in events:
+    for i, (tag, kind, _) in enumerate(events):
         if tag == START:
-            f.start(kind)
+            f.start(kind, events, i)
         elif tag == FINISH:
-            f.stack.pop()
+            f.finish()
         elif tag == TOKEN:
             f.token()
     f.w.request(1)

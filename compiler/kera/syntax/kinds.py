@@ -59,6 +59,9 @@ class SyntaxKind(enum.IntEnum):
     AMP2 = 43
     PIPE2 = 44
     EOF = 45
+    IF_KW = 46
+    ELSE_KW = 47
+    DOTDOT = 48  # `..` of a range in an index
     # nodes
     SOURCE_FILE = 50
     FN_DEF = 51
@@ -85,6 +88,10 @@ class SyntaxKind(enum.IntEnum):
     FIELD_EXPR = 72
     ERROR = 73
     TOMBSTONE = 74  # an abandoned parser marker; never reaches a tree
+    TUPLE_PAT = 75  # `(a, (b, _))` after `let`
+    IF_EXPR = 76  # `if c { .. } else ..`: the else part is a BLOCK or another IF_EXPR
+    INDEX_EXPR = 77  # `x[item, ..]`
+    RANGE = 78  # `a..b`, `a..`, `..b`, `..` as an index item (not an expression)
 
 
 K = SyntaxKind
@@ -97,6 +104,8 @@ KEYWORDS: dict[bytes, SyntaxKind] = {
     b"as": K.AS_KW,
     b"true": K.TRUE_KW,
     b"false": K.FALSE_KW,
+    b"if": K.IF_KW,
+    b"else": K.ELSE_KW,
     b"inf": K.FLOAT_NUMBER,
     b"nan": K.FLOAT_NUMBER,
 }
@@ -112,6 +121,7 @@ PUNCT: dict[bytes, SyntaxKind] = {
     b";": K.SEMI,
     b":": K.COLON,
     b"->": K.ARROW,
+    b"..": K.DOTDOT,
     b".": K.DOT,
     b"=": K.EQ,
     b"+": K.PLUS,
@@ -153,6 +163,8 @@ EXPRS = frozenset(
         K.CAST_EXPR,
         K.CALL_EXPR,
         K.FIELD_EXPR,
+        K.IF_EXPR,
+        K.INDEX_EXPR,
     }
 )
 

@@ -7,15 +7,18 @@ Concatenating the tokens gives back the input, byte for byte, for any input.
 Token rules (longest match, first rule wins):
 
 * whitespace ``[ \t\r\n]+``; ``// ...`` to the end of the line; ``/* ... */`` (not nested);
-* identifiers ``[A-Za-z_][A-Za-z0-9_]*``; keywords ``fn export let as true false``; the words
+* identifiers ``[A-Za-z_][A-Za-z0-9_]*``; keywords ``fn export let as true false if else``; the words
   ``inf`` and ``nan`` are float literals;
 * numbers: one token for ``0x``/``0b`` literals or a decimal with optional ``.digits`` and
   exponent, plus any identifier characters stuck to it (the suffix) — so ``1.5f64``,
   ``0xffu32``, and also the malformed ``1e`` or ``3u8``, are each one token; malformed ones
   are reported here (E0003 malformed number, E0004 bad suffix) and keep their number kind.
   Hex literals take integer suffixes only (``0x1f32`` is the integer 0x1f32).  Digits directly
-  after a ``.`` lex as an integer, so ``t.0.1`` is two field accesses;
-* punctuation, two-character operators first (``-> << >> == != <= >= && ||``);
+  after a single ``.`` lex as a bare integer (a field number), so ``t.0.1`` is two field
+  accesses; digits after ``..`` are an ordinary number, so ``2..6u32`` is ``2``, ``..``,
+  ``6u32``.  A number never ends in ``.`` (``1.`` is not a float), so ``1..5`` is ``1``,
+  ``..``, ``5``;
+* punctuation, two-character operators first (``-> << >> == != <= >= && || ..``);
 * anything else is an error token: a run of such bytes becomes one ``ERROR_TOKEN`` and one
   E0001 diagnostic (a valid multi-byte UTF-8 character is named, invalid UTF-8 is shown as
   bytes).  An unterminated ``/*`` comment runs to the end of the input and is reported (E0002).
@@ -40,8 +43,8 @@ _TOKEN = re.compile(
     rb"""
      ([ \t\r\n]+)                                        # 1 whitespace
     |([A-Za-z_][A-Za-z0-9_]*)                            # 2 identifier or keyword
-    |(->|<<|>>|==|!=|<=|>=|&&|\|\||[(){}\[\],;:.=+\-*%&|^~!<>])  # 3 punctuation
-    |((?<=\.)[0-9]+)                                     # 4 field number after '.'
+    |(->|<<|>>|==|!=|<=|>=|&&|\|\||\.\.|[(){}\[\],;:.=+\-*%&|^~!<>])  # 3 punctuation
+    |((?<=\.)(?<!\.\.)[0-9]+)                            # 4 field number after one '.'
     |(0[xXbBoO][0-9A-Za-z_]*)                            # 5 radix number (+suffix)
     |([0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?
          (?:\.[0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?)?)  # 6 decimal (+suffix)

@@ -18,13 +18,16 @@ Error recovery never stops the parse: a missing ``;``, ``)``, ``]`` or ``}`` is 
 (zero-width span after the previous token) and parsing continues; an unexpected token is
 wrapped in an ``ERROR`` node.  Every loop consumes a token or exits, so parsing terminates.
 
-Depth: binary chains and prefix operators are parsed by loops; only brackets (``( [ {`` and
-argument lists) recurse.  Nesting deeper than :data:`MAX_NESTING` is reported once (E0012) and
-the over-deep bracket is skipped to its matching closer, so no input exhausts the Python stack.
+Depth: binary chains, prefix operators, postfix chains (calls, fields, indices) and else-if
+chains are parsed by loops; only brackets (``( [ {``, argument and index lists, tuple
+patterns) and an ``if`` inside a condition recurse.  Nesting deeper than :data:`MAX_NESTING`
+is reported once (E0012) and the over-deep bracket (or ``if``) is skipped to its end, so no
+input exhausts the Python stack.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kera.syntax.diagnostics import Diagnostic
@@ -70,16 +73,21 @@ EXPR_START = frozenset(
         K.L_PAREN,
         K.L_BRACE,
         K.L_BRACK,
+        K.IF_KW,
         *PREFIX_OPS,
     }
 )
 LITERALS = frozenset({K.INT_NUMBER, K.FLOAT_NUMBER, K.TRUE_KW, K.FALSE_KW})
 CLOSERS = {K.L_PAREN: K.R_PAREN, K.L_BRACK: K.R_BRACK, K.L_BRACE: K.R_BRACE}
 ITEM_START = frozenset({K.FN_KW, K.EXPORT_KW})
+#: tokens that close or end what encloses a construct: a skip stops before them
+CLOSED_BY = frozenset({K.R_PAREN, K.R_BRACK, K.R_BRACE, K.SEMI, K.COMMA, K.LET_KW, *ITEM_START})
 #: tokens an expression error does not swallow: they close or start an enclosing construct
 EXPR_RECOVERY = frozenset(
-    {K.SEMI, K.COMMA, K.R_PAREN, K.R_BRACK, K.R_BRACE, K.LET_KW, K.EOF, *ITEM_START}
+    {K.SEMI, K.COMMA, K.R_PAREN, K.R_BRACK, K.R_BRACE, K.LET_KW, K.ELSE_KW, K.EOF, *ITEM_START}
 )
+#: tokens that end an index item (so ``x[2..]`` has no upper bound)
+INDEX_END = frozenset({K.COMMA, K.R_BRACK})
 
 
 @dataclass(slots=True)
@@ -438,14 +446,42 @@ def block(p: Parser) -> int:
 def let_stmt(p: Parser) -> None:
     m = p.start()
     p.bump()
-    name(p, "a name after 'let'")
+    if p.at(K.L_PAREN):
+        tuple_pat(p)
+    else:
+        name(p, "a name after 'let'")
     if p.eat(K.COLON):
-        type_(p)
+        type_(p)  # after a tuple pattern: parsed, and refused by the checker (E0309)
     has_eq = p.expect(K.EQ, "'='")
     if (has_eq or p.current() in EXPR_START) and not expr(p):
         p.unexpected("an expression")
     p.expect(K.SEMI, "';'")
     p.complete(m, K.LET_STMT)
+
+
+def tuple_pat(p: Parser) -> None:
+    """``(a, (b, _), c)``: names and nested tuple patterns, at least one, trailing ``,`` ok."""
+    if p.enter() is not None:
+        return
+    m = p.start()
+    p.bump()
+    count = 0
+    while not p.at(K.R_PAREN) and not p.at(K.EOF):
+        if p.at(K.IDENT):
+            name(p, "a name")
+        elif p.at(K.L_PAREN):
+            tuple_pat(p)
+        else:
+            p.unexpected("a name, '_' or '(' in a tuple pattern")
+            break
+        count += 1
+        if not p.at(K.R_PAREN) and not p.expect(K.COMMA, "',' or ')'"):
+            break
+    if count == 0 and p.at(K.R_PAREN):
+        p.expected("a name, '_' or '(' in a tuple pattern")
+    p.expect(K.R_PAREN, "')'")
+    p.leave()
+    p.complete(m, K.TUPLE_PAT)
 
 
 # ---------------------------------------------------------------------- expressions
@@ -522,6 +558,10 @@ def postfix(p: Parser) -> int | None:
             if not p.eat(K.INT_NUMBER):
                 p.expected("a field number such as .0")
             cm = p.complete(m, K.FIELD_EXPR)
+        elif p.at(K.L_BRACK):
+            m = p.precede(cm)
+            index_list(p)
+            cm = p.complete(m, K.INDEX_EXPR)
         else:
             return cm
 
@@ -538,15 +578,21 @@ def primary(p: Parser) -> int | None:
         return block(p)
     if k == K.L_BRACK:
         return array(p)
+    if k == K.IF_KW:
+        return if_expr(p)
     return None
 
 
-def delimited(p: Parser, close: int, item_what: str) -> int:
-    """Comma-separated expressions up to ``close`` (the opener is consumed); returns the count
-    of items and commas seen, i.e. 1 for ``(a)`` and 2 for ``(a,)``."""
+def delimited(
+    p: Parser, close: int, item_what: str, item: Callable[[Parser], bool] | None = None
+) -> int:
+    """Comma-separated items (expressions unless ``item`` says otherwise) up to ``close`` (the
+    opener is consumed); returns the count of items and commas seen, i.e. 1 for ``(a)`` and 2
+    for ``(a,)``."""
+    parse_item = item or expr
     seen = 0
     while not p.at(close) and not p.at(K.EOF):
-        if not expr(p):
+        if not parse_item(p):
             p.unexpected(item_what)
             if p.current() in EXPR_RECOVERY and not p.at(K.COMMA):
                 break
@@ -584,6 +630,96 @@ def array(p: Parser) -> int:
     p.expect(K.R_BRACK, "']'")
     p.leave()
     return p.complete(m, K.ARRAY_EXPR)
+
+
+def index_list(p: Parser) -> None:
+    """``[item, ...]`` after an expression: the items are expressions or ranges."""
+    if p.enter() is not None:
+        return
+    p.bump()
+    if delimited(p, K.R_BRACK, "an index", index_item) == 0:
+        p.expected("an index (an integer, or a range such as 1..3)")
+    p.expect(K.R_BRACK, "']'")
+    p.leave()
+
+
+def index_item(p: Parser) -> bool:
+    """An expression, or a range ``a..b`` whose ends are optional expressions."""
+    if p.at(K.DOTDOT):
+        m = p.start()
+    else:
+        lo = expr_bp(p, 1)
+        if lo is None:
+            return False
+        if not p.at(K.DOTDOT):
+            return True
+        m = p.precede(lo)
+    p.bump()
+    if p.current() not in INDEX_END and not expr(p):
+        p.unexpected("the end of the range, ',' or ']'")
+    p.complete(m, K.RANGE)
+    return True
+
+
+def if_expr(p: Parser) -> int:
+    """``if c { a } else if d { b } else { c }``.  An else-if chain is parsed by a loop (one
+    IF_EXPR per ``if``, each nested in the previous one's else part); an ``if`` in a condition
+    recurses, so it counts towards the nesting limit like a bracket."""
+    if p.depth >= MAX_NESTING:
+        return too_deep_if(p)
+    markers: list[int] = []
+    while True:
+        markers.append(p.start())
+        p.bump()
+        p.depth += 1  # only the condition: the branches are blocks, which count themselves
+        if not expr(p):
+            p.unexpected("a condition")
+        p.depth -= 1
+        branch(p, "'{' and the value when the condition holds")
+        if not p.eat(K.ELSE_KW):
+            p.expected("'else' and a block: an if has a value on both branches")
+            break
+        if p.at(K.IF_KW):
+            continue
+        branch(p, "'{' or 'if' after 'else'")
+        break
+    for m in reversed(markers):
+        p.complete(m, K.IF_EXPR)
+    return markers[0]
+
+
+def branch(p: Parser, what: str) -> None:
+    if p.at(K.L_BRACE):
+        block(p)
+    else:
+        p.expected(what)
+
+
+def too_deep_if(p: Parser) -> int:
+    """An ``if`` nested too deep: report it once and skip it inside an ERROR node.  Bracket
+    groups are skipped whole; ``pending`` counts the ifs whose else part is still to come
+    (an ``if`` in a condition adds one, ``else if`` continues a chain, an else block ends
+    one), so the skip ends where the outermost skipped ``if`` ends."""
+    m = p.start()
+    p.error(f"brackets nested more than {MAX_NESTING} deep; use let bindings", code="E0012")
+    pending = 0
+    while not p.at(K.EOF) and p.current() not in CLOSED_BY:
+        if p.eat(K.IF_KW):
+            pending += 1
+        elif p.current() in CLOSERS and not p.at(K.L_BRACE):
+            p.skip_balanced()
+        elif not p.at(K.L_BRACE):
+            p.bump()
+        else:
+            p.skip_balanced()
+            if not p.eat(K.ELSE_KW) or p.eat(K.IF_KW):
+                continue  # a block in a condition, or an else-if chain going on
+            if p.at(K.L_BRACE):
+                p.skip_balanced()
+            pending -= 1
+            if pending == 0:
+                break
+    return p.complete(m, K.ERROR)
 
 
 def arg_list(p: Parser) -> None:

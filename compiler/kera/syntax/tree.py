@@ -397,6 +397,13 @@ class LetStmt(SyntaxNode):
         n = self.node(Name)
         return n.ident() if n else None
 
+    def pattern(self) -> Name | TuplePat | None:
+        """What the statement binds: a name (``_`` binds nothing) or a tuple pattern."""
+        for n in self.nodes():
+            if isinstance(n, Name | TuplePat):
+                return n
+        return None
+
     def type(self) -> SyntaxNode | None:
         return _type_child(self)
 
@@ -510,3 +517,59 @@ class FieldExpr(SyntaxNode):
 
     def index(self) -> SyntaxToken | None:
         return self.token(K.INT_NUMBER)
+
+
+@view(K.TUPLE_PAT)
+class TuplePat(SyntaxNode):
+    def elements(self) -> list[Name | TuplePat]:
+        """The parts in order: names (``_`` among them) and nested tuple patterns."""
+        return [n for n in self.nodes() if isinstance(n, Name | TuplePat)]
+
+
+def _split_at(node: SyntaxNode, kind: int) -> tuple[list[SyntaxNode], list[SyntaxNode]]:
+    """The expression children before and after the first direct token of ``kind`` (all of
+    them before when there is no such token)."""
+    tok = node.token(kind)
+    cut = tok.offset if tok is not None else node.span[1]
+    exprs = node.exprs()
+    return [e for e in exprs if e.offset < cut], [e for e in exprs if e.offset >= cut]
+
+
+@view(K.IF_EXPR)
+class IfExpr(SyntaxNode):
+    def parts(self) -> tuple[SyntaxNode, SyntaxNode, SyntaxNode] | None:
+        """(condition, then-block, else part: a block or an IfExpr), or None where a syntax
+        error left a part out (the parser has reported it)."""
+        before, after = _split_at(self, K.ELSE_KW)
+        if len(before) != 2 or len(after) != 1 or before[1].kind != K.BLOCK:
+            return None
+        if after[0].kind not in (K.BLOCK, K.IF_EXPR):
+            return None
+        return before[0], before[1], after[0]
+
+
+@view(K.INDEX_EXPR)
+class IndexExpr(SyntaxNode):
+    def base(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+    def items(self) -> list[SyntaxNode]:
+        """The index items after ``[``: expressions and :class:`Range` nodes (an ERROR node
+        stands for a missing one)."""
+        tok = self.token(K.L_BRACK)
+        if tok is None:
+            return []
+        return [
+            n
+            for n in self.nodes()
+            if n.offset > tok.offset and (n.kind in EXPRS_OR_ERROR or n.kind == K.RANGE)
+        ]
+
+
+@view(K.RANGE)
+class Range(SyntaxNode):
+    def ends(self) -> tuple[SyntaxNode | None, SyntaxNode | None]:
+        """The start and the end expressions, None where omitted (``..b``, ``a..``)."""
+        lo, hi = _split_at(self, K.DOTDOT)
+        return (lo[0] if lo else None), (hi[0] if hi else None)
