@@ -264,9 +264,10 @@ def test_fold_uses_the_contract_for_nan_and_signed_zero() -> None:
     fn = b.build(k, z)
     after, folded = fold.run(fn)
     assert folded == 2 and all(r.op is Op.CONST for r in after.results)
-    nan_bits = np.frombuffer(after.results[0].attr("value"), dtype=np.uint32)  # type: ignore[arg-type]
-    assert nan_bits.tolist() == [DType.F32.canonical_nan]
-    assert np.frombuffer(after.results[1].attr("value"), dtype=np.uint32).tolist() == [1 << 31]  # type: ignore[arg-type]
+    nan, zero = (r.attr("value") for r in after.results)
+    assert isinstance(nan, bytes) and isinstance(zero, bytes)
+    assert np.frombuffer(nan, dtype=np.uint32).tolist() == [DType.F32.canonical_nan]
+    assert np.frombuffer(zero, dtype=np.uint32).tolist() == [1 << 31]
 
 
 def test_fold_does_not_blow_up_a_broadcast() -> None:
@@ -275,6 +276,21 @@ def test_fold_does_not_blow_up_a_broadcast() -> None:
     fn = b.build(big)
     after, folded = fold.run(fn)
     assert folded == 0 and after.results[0].op is Op.BROADCAST
-    small = FunctionBuilder("g")
-    fn2 = small.build(small.op("broadcast", const(2.0, DType.F32), shape=[8]))
-    assert fold.run(fn2)[0].results[0].op is Op.CONST
+
+
+def test_fold_keeps_uniform_results_as_a_broadcast_scalar() -> None:
+    b = FunctionBuilder("f")
+    two = b.op("broadcast", const(2.0, DType.F32), shape=[4096, 4])
+    three = b.op("broadcast", const(3.0, DType.F32), shape=[4096, 4])
+    fn = b.build(b.op("add", two, three))
+    after, folded = fold.run(fn)
+    (r,) = after.results
+    assert folded == 1 and r.op is Op.BROADCAST and r.inputs[0].op is Op.CONST
+    assert r.inputs[0].shape == () and fold.constant_value(r.inputs[0]) == np.float32(5.0)
+    mixed = FunctionBuilder("g")
+    ramp = const(np.arange(8, dtype=np.float32), DType.F32, [8])
+    fn2 = mixed.build(
+        mixed.op("add", ramp, mixed.op("broadcast", const(1.0, DType.F32), shape=[8]))
+    )
+    (r2,) = fold.run(fn2)[0].results
+    assert r2.op is Op.CONST and fold.constant_value(r2).tolist() == list(range(1, 9))

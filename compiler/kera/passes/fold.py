@@ -8,17 +8,21 @@ constant holds exactly the bits every target must produce for that node -- canon
 signed zeros and the fixed reduction tree included.  The math library (``exp``, ``log``,
 ``tanh``...) is an expansion into contract ops, so it folds op by op through the same table.
 
-Limits: a result of more than ``MAX_ELEMENTS`` elements is folded only when it is no larger
-than its constant operands together (so ``broadcast(2.0, shape=[4096, 4096])`` stays a
-broadcast of a scalar instead of becoming 64 MiB of constant); ``iota`` is a leaf, not a
-constant, and stays as it is.
+Representation: a result whose elements all have the same bits becomes ``broadcast`` of a
+scalar constant (the form the front end gives a scalar operand), not a table of copies, so
+folding never makes emitted code bigger than the graph it came from; a broadcast of a constant
+is itself already folded and counts as a constant operand.  Limits: any other result of more
+than ``MAX_ELEMENTS`` elements is folded only when it is no larger than its constant operands
+together; ``iota`` is a leaf, not a constant, and stays as it is.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from kera.ir import Function, Node, const_bytes, const_value
+from kera.ir import Function, Node, const_bytes, const_value, make_node
 from kera.ops import LEAVES, Op
 from kera.passes.rewrite import rewrite
 from kera.semantics import SEMANTICS
@@ -26,20 +30,50 @@ from kera.semantics import SEMANTICS
 NAME = "fold"
 VERSION = 1
 
-#: results up to this many elements are always folded
+#: non-uniform results up to this many elements are always folded
 MAX_ELEMENTS = 1024
+#: results of more elements are never computed here (the limit on work done while compiling)
+HARD_LIMIT = 1 << 16
+
+
+def constant_value(node: Node) -> np.ndarray[Any, Any] | None:
+    """The value of a constant or a broadcast of one (exact bits), else None."""
+    if node.op is Op.CONST:
+        return const_value(node)
+    if node.op is Op.BROADCAST and node.inputs[0].op is Op.CONST:
+        x = const_value(node.inputs[0])[np.newaxis]
+        return SEMANTICS[Op.BROADCAST](node, x)[0]
+    return None
+
+
+def _constant(value: np.ndarray[Any, Any], node: Node) -> Node:
+    """``value`` as a constant of ``node``'s type: a broadcast scalar when it is uniform."""
+    flat = np.ascontiguousarray(value, dtype=node.dtype.np).reshape(-1)
+    raw = flat.view(np.uint8).reshape(flat.size, node.dtype.nbytes)
+    if node.shape and flat.size and bool((raw == raw[0]).all()):
+        scalar = const_bytes(raw[0].tobytes(), node.dtype, ())
+        return make_node(Op.BROADCAST, [scalar], {"shape": list(node.shape)})
+    return const_bytes(flat.tobytes(), node.dtype, node.shape)
 
 
 def fold_node(node: Node) -> Node | None:
-    if node.op in LEAVES or not node.inputs or any(x.op is not Op.CONST for x in node.inputs):
+    if node.op in LEAVES or not node.inputs:
         return None
+    if node.op is Op.BROADCAST and node.inputs[0].op is Op.CONST:
+        return None  # already the folded form of a uniform constant
     size = node.type.size
-    if size > MAX_ELEMENTS and size > sum(x.type.size for x in node.inputs):
+    if size > HARD_LIMIT:
         return None
-    args = [const_value(x)[np.newaxis].copy() for x in node.inputs]  # a batch of one
-    out = SEMANTICS[node.op](node, *args)
-    data = np.ascontiguousarray(out[0], dtype=node.dtype.np).tobytes()
-    return const_bytes(data, node.dtype, node.shape)
+    values = [constant_value(x) for x in node.inputs]
+    if any(v is None for v in values):
+        return None
+    args = [np.array(v)[np.newaxis] for v in values]  # a batch of one (copies: writable)
+    out = SEMANTICS[node.op](node, *args)[0]
+    folded = _constant(out, node)
+    operands = sum(x.type.size for x in node.inputs if x.op is Op.CONST)
+    if folded.op is Op.CONST and size > MAX_ELEMENTS and size > operands:
+        return None
+    return folded
 
 
 def run(fn: Function) -> tuple[Function, int]:

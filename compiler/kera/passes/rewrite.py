@@ -20,7 +20,10 @@ Rule = Callable[[Node], Node | None]
 
 def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     """``node`` on other inputs of the same types (the result type is unchanged)."""
-    if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+    # Tuple equality compares identical items without calling ``__eq__``, and a Node has no
+    # ``__eq__`` of its own (distinct nodes are unequal): this is "every input is the same node",
+    # without a generator per node.
+    if inputs == node.inputs:
         return node
     return Node(node.op, node.type, inputs, node.attr_items)
 
@@ -30,11 +33,21 @@ def rewrite(fn: Function, rule: Rule) -> tuple[Function, int]:
     rule replaced.  A replacement must have the type of the node it replaces."""
     new: dict[int, Node] = {}
     count = 0
+    param = Op.PARAM
     for node in fn.nodes():
-        if node.op is Op.PARAM:
+        if node.op is param:
             new[id(node)] = node
             continue
-        rebuilt = with_inputs(node, tuple(new[id(i)] for i in node.inputs))
+        inputs = node.inputs
+        if inputs:  # the hot loop: a list, not a generator, and no call when nothing changed
+            rebuilt_inputs = tuple([new[id(i)] for i in inputs])
+            rebuilt = (
+                node
+                if rebuilt_inputs == inputs
+                else Node(node.op, node.type, rebuilt_inputs, node.attr_items)
+            )
+        else:
+            rebuilt = node
         out = rule(rebuilt)
         if out is not None and out is not rebuilt:
             if out.type != node.type:
@@ -42,7 +55,7 @@ def rewrite(fn: Function, rule: Rule) -> tuple[Function, int]:
             count += 1
             rebuilt = out
         new[id(node)] = rebuilt
-    results = [new[id(r)] for r in fn.results]
-    if all(a is b for a, b in zip(results, fn.results, strict=True)):
+    results = tuple([new[id(r)] for r in fn.results])
+    if results == fn.results:  # the same nodes (see ``with_inputs``)
         return fn, count
     return Function(fn.name, fn.params, results), count
