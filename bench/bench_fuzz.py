@@ -8,11 +8,17 @@
    through the warm worker processes, with a fresh ``KERACHECK_CACHE`` so every gcc build is
    real.  "graphs" counts every graph Hypothesis drew, "distinct" only the first of each
    fingerprint (a repeat is a cache hit); both rates are printed.
-4. ``planted``: each planted bug of ``tests/quality/planted.py`` against ref (plugins in this
+4. ``plugin``: graphs/s against ref and a pure-Python plugin
+   (``tests/unit/plugins/fake_targets.py:Clone``, the reference interpreter behind the plugin
+   interface), in warm worker processes and in this process (``--in-process``), each as a
+   share of ref's own rate: what a back-end author pays for the plugin machinery.  Each run is
+   a ``keracheck fuzz --budget`` campaign in a process of its own; the three are repeated
+   ``--rounds`` times, interleaved, and the medians compared.
+5. ``planted``: each planted bug of ``tests/quality/planted.py`` against ref (plugins in this
    process): examples, graphs and seconds to first detection; ops/nodes of the diverging
    graph as found, after Hypothesis's shrink and after the reductions; shrink calls and time.
    Medians at the end.
-5. ``gcc``: a real toolchain bug: the cpu target built with ``-ffp-contract=fast`` (hidden fma
+6. ``gcc``: a real toolchain bug: the cpu target built with ``-ffp-contract=fast`` (hidden fma
    contraction, as gcc does by default on an FMA machine), through the worker processes:
    detection, and shrink time when every shrink step is a gcc build.
 
@@ -24,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +57,7 @@ from keracheck.fuzz.strategies import Drawn, batches  # noqa: E402
 from keracheck.targets.cpu import CpuTarget  # noqa: E402
 
 PLANTED = ROOT / "tests" / "quality" / "planted.py"
+CLONE = ROOT / "tests" / "unit" / "plugins" / "fake_targets.py"
 
 
 class CpuContract(CpuTarget):
@@ -109,6 +118,47 @@ def throughput(label: str, ids: list[str], plugins: list[str], seconds: float) -
     return campaign
 
 
+#: the plugin phase's runs: label, extra ``keracheck fuzz`` flags
+PLUGIN_RUNS: tuple[tuple[str, list[str]], ...] = (
+    ("ref", []),
+    ("clone", ["--backend-plugin", f"{CLONE}:Clone"]),
+    ("clone-in", ["--backend-plugin", f"{CLONE}:Clone", "--in-process"]),
+)
+
+
+def fuzz_rate(flags: list[str], seconds: float, out: str) -> float:
+    """graphs/s of one ``keracheck fuzz --targets ref`` campaign, run as a back-end author runs
+    it: a process of its own."""
+    argv = ["fuzz", "--targets", "ref", "--budget", str(seconds), "--format", "json"]
+    res = subprocess.run(
+        [sys.executable, "-m", "keracheck.cli", *argv, "--out", out, *flags],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    if res.returncode not in (0, 1):
+        print(f"  keracheck fuzz {' '.join(flags)} failed: {res.stderr.strip()[-300:]}")
+        return 0.0
+    return float(json.loads(res.stdout)["stats"]["graphsPerSecond"] or 0.0)
+
+
+def bench_plugin(seconds: float, rounds: int, out: str) -> None:
+    """ref alone, then ref and the Clone plugin (worker processes, then --in-process), each a
+    CLI campaign of its own, ``rounds`` times interleaved (a shared machine's load drifts):
+    median graphs/s of each and the plugin's share of ref's rate (the same seed draws the same
+    graphs)."""
+    rates: dict[str, list[float]] = {label: [] for label, _ in PLUGIN_RUNS}
+    for _ in range(rounds):
+        for label, flags in PLUGIN_RUNS:
+            rates[label].append(fuzz_rate(flags, seconds, out))
+    ref = statistics.median(rates["ref"])
+    for label, _ in PLUGIN_RUNS:
+        rate = statistics.median(rates[label])
+        share = rate / ref if ref else 0.0
+        runs = ", ".join(f"{r:.0f}" for r in rates[label])
+        print(f"{label:9} {rate:8.1f} graphs/s median ({runs}), {share:4.0%} of ref's")
+
+
 def planted_row(name: str, f: Finding | None, total: float) -> dict[str, Any] | None:
     if f is None:
         print(f"{name:18} not found")
@@ -166,7 +216,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=float, default=30.0, help="seconds per throughput phase")
     p.add_argument("--targets", default="ref,cpu,wasm")
-    p.add_argument("--skip", default="", help="phases to skip: generate,ref,targets,planted,gcc")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved runs of the plugin phase")
+    p.add_argument(
+        "--skip", default="", help="phases to skip: generate,ref,targets,plugin,planted,gcc"
+    )
     args = p.parse_args()
     skip = set(args.skip.split(","))
     header()
@@ -179,6 +232,8 @@ def main() -> None:
             throughput("ref", ["ref"], [], args.budget)
         if "targets" not in skip:
             throughput("targets", args.targets.split(","), [], args.budget)
+        if "plugin" not in skip:
+            bench_plugin(args.budget, args.rounds, out)
         if "planted" not in skip:
             bench_planted(out)
         if "gcc" not in skip:

@@ -598,6 +598,92 @@ def _limit_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: ``keracheck fuzz`` flags (besides ``--limit``): flag -> argparse keywords, help for each
+FUZZ_FLAGS: dict[str, dict[str, Any]] = {
+    "--targets": {
+        "metavar": "IDS",
+        "help": "comma list of target ids checked against ref (always added: it is the oracle); "
+        "default: every built-in and installed target but ISA variants (see 'keracheck targets')",
+    },
+    "--backend-plugin": {
+        "action": "append",
+        "metavar": "SPEC",
+        "help": "a target under development, module:attr or path/to/file.py:Class, checked "
+        "against ref with --targets (repeatable); see docs/plugins.md",
+    },
+    "--max-examples": {
+        "type": int,
+        "metavar": "N",
+        "help": "stop after N examples (batches of 24 graphs); without it and --budget, 100",
+    },
+    "--budget": {
+        "type": float,
+        "metavar": "SECONDS",
+        "help": "stop after this many seconds of wall-clock time, shrinking and reducing "
+        "included (the split is reported); a shrink never runs past it",
+    },
+    "--until-first": {
+        "action": "store_true",
+        "help": "stop once the first divergence signature is shrunk and saved (--max-findings 1)",
+    },
+    "--max-findings": {
+        "type": int,
+        "metavar": "N",
+        "help": "stop once N divergence signatures are shrunk and saved",
+    },
+    "--seed": {
+        "type": int,
+        "default": 0,
+        "metavar": "N",
+        "help": "campaign seed (default 0): the same seed, targets and flags draw the same "
+        "graphs and inputs",
+    },
+    "--out": {
+        "default": "corpora/regressions",
+        "metavar": "DIR",
+        "help": "folder for reproducers, <fingerprint>.kera and <fingerprint>.inputs.npz per "
+        "signature (default corpora/regressions); 'keracheck run' replays them",
+    },
+    "--format": {
+        "choices": ("text", "json"),
+        "default": "text",
+        "help": "the result on stdout: a summary, or the JSON document with every signature "
+        "and the time split (default text); progress goes to stderr",
+    },
+    "--policy": {
+        "help": "generation policies: comma list, 'all' (every one, large-tensors too) or "
+        "'none'; default: all but large-tensors",
+    },
+    "--shrink-seconds": {
+        "type": float,
+        "metavar": "SECONDS",
+        "help": "cap on one Hypothesis shrink (default 60; never past --budget)",
+    },
+    "--in-process": {
+        "action": "store_true",
+        "help": "run every target's cases in keracheck's own process, not in a worker process "
+        "per target: to debug a plugin's run() (breakpoints, profilers), or for one that cannot "
+        "be forked; a crash or hang of a target then stops keracheck",
+    },
+    "--opt-levels": {
+        "metavar": "LEVELS",
+        "help": "also run every target at these optimisation levels (e.g. 0,2): T@O2 must give "
+        "the bits of ref, so an unsafe pass is found and shrunk like a back-end bug",
+    },
+    "--pass-plugin": {
+        "action": "append",
+        "metavar": "SPEC",
+        "help": "an optimisation pass (module:attr or file.py:attr) to fuzz with --opt-levels",
+    },
+}
+
+
+def _fuzz_flags(f: argparse.ArgumentParser) -> None:
+    for flag, kw in FUZZ_FLAGS.items():
+        f.add_argument(flag, **kw)
+    _limit_flag(f)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="keracheck", description="Bit-exact cross-target checking of Kera graphs."
@@ -662,32 +748,7 @@ def parser() -> argparse.ArgumentParser:
     bw.add_argument("--output", help="baseline file (default .keracheck/baseline.json)")
     bw.add_argument("--reason", required=True, help="why these divergences are accepted")
     _run_flags(bw)
-    f = sp["fuzz"]
-    f.add_argument("--targets")
-    f.add_argument("--backend-plugin", action="append", metavar="SPEC")
-    _limit_flag(f)
-    f.add_argument("--max-examples", type=int)
-    f.add_argument("--budget", type=float, help="seconds to fuzz")
-    f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--out", default="corpora/regressions")
-    f.add_argument("--format", choices=("text", "json"), default="text")
-    f.add_argument(
-        "--policy",
-        help="generation policies: comma list, 'all' (every one, large-tensors too) or 'none'; default: all but large-tensors",
-    )
-    f.add_argument("--shrink-seconds", type=float, help="cap on one shrink, seconds (default 60)")
-    f.add_argument(
-        "--opt-levels",
-        metavar="LEVELS",
-        help="also run every target at these optimisation levels (e.g. 0,2): T@O2 must give "
-        "the bits of ref, so an unsafe pass is found and shrunk like a back-end bug",
-    )
-    f.add_argument(
-        "--pass-plugin",
-        action="append",
-        metavar="SPEC",
-        help="an optimisation pass (module:attr or file.py:attr) to fuzz with --opt-levels",
-    )
+    _fuzz_flags(sp["fuzz"])
     return p
 
 

@@ -45,7 +45,8 @@ def _serve(conn: Connection, spec: str, owner: int) -> None:
     contain_child(owner)
     try:
         backend = instantiate(spec)
-        conn.send(("ok", {"name": str(backend.name), "api_version": backend.api_version}))
+        info = {"name": str(backend.name), "api_version": backend.api_version}
+        conn.send(("ok", info | {"declines": getattr(backend, "declines", None) is not None}))
     except BaseException as e:
         conn.send(("error", str(e) if type(e).__name__ == "TargetError" else _describe(e)))
         return
@@ -161,6 +162,7 @@ class ContainedBackend:
         self._versions: dict[str, str] = {}
         self._declines: dict[str, str | None] = {}
         self._declines_broken = False
+        self._has_declines = bool(self.host.info.get("declines", True))
         try:
             self._reason = self.host.call("available", timeout=AVAILABLE_TIMEOUT)
             if self._reason is None:
@@ -185,7 +187,7 @@ class ContainedBackend:
         """The plugin's ``declines(fn)``, asked in its host; a hook that fails once declines
         nothing from then on (the run then shows what is wrong), so a hanging hook costs one
         time limit, not one per case."""
-        if self._declines_broken:
+        if self._declines_broken or not self._has_declines:  # no hook: no round trip per case
             return None
         if fn.fingerprint not in self._declines:
             from kera import keg

@@ -34,6 +34,9 @@ class Job:
     keg: bytes
     function: str
     inputs: dict[str, Array]
+    #: the function itself, when the caller has it (the fuzzer): it travels pickled (nodes
+    #: re-interned, ~4x cheaper than loading and verifying ``.keg`` bytes) and ``keg`` is unused
+    fn: Any = None
 
 
 @dataclass
@@ -78,17 +81,44 @@ def _check_outputs(fn: Any, outs: Any, n: int) -> list[Array]:
     return checked
 
 
+#: back ends instantiated in this process, by (spec, stamp of a plugin file)
+_BACKENDS: dict[tuple[str, tuple[int, int] | None], Any] = {}
+
+
+def backend_for(spec: str) -> Any:
+    """The back end ``spec`` names, instantiated once per process: a ``file.py`` plugin's
+    module runs once (its module state survives), and a process forked after this call (the
+    fuzzer's warm workers fork one child per batch) inherits the instance instead of loading
+    the file again.  A plugin file edited since is loaded again."""
+    from keracheck.targets import instantiate
+
+    key = (spec, _stamp(spec))
+    if key not in _BACKENDS:
+        _BACKENDS[key] = instantiate(spec)
+    return _BACKENDS[key]
+
+
+def _stamp(spec: str) -> tuple[int, int] | None:
+    path = spec.rpartition(":")[0]
+    if not path.endswith(".py"):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
 def execute(spec: str, jobs: list[Job], repeat: int) -> dict[str, JobResult]:
     """Run jobs in this process (the child's body; also usable in-process for tests)."""
     from kera import keg
-    from keracheck.targets import instantiate
 
-    backend = instantiate(spec)
+    backend = backend_for(spec)
     results: dict[str, JobResult] = {}
     loaded = []
     for job in jobs:
         try:
-            fn = keg.loads(job.keg).functions[job.function]
+            fn = job.fn if job.fn is not None else keg.loads(job.keg).functions[job.function]
         except Exception as e:
             results[job.key] = JobResult("error", f"cannot load case: {e}")
             continue

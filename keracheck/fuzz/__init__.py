@@ -4,10 +4,12 @@ reproducer.
 
 ``main(args)`` takes the ``fuzz`` namespace of ``keracheck.cli.parser()``: ``targets`` (comma
 list; ``ref`` is always added: it is the oracle), ``backend_plugin`` (list of specs),
-``max_examples``, ``budget`` (seconds), ``seed``, ``out`` (reproducer folder) and ``format``
-(``text`` or ``json``); optional attributes ``policy`` (comma list, ``all`` or ``none``: the
-generation policies) and ``shrink_seconds`` (the cap on one shrink) are used when present.  Without ``--max-examples`` and ``--budget`` it stops after
-:data:`DEFAULT_EXAMPLES` examples.
+``max_examples``, ``budget`` (wall-clock seconds, shrinking included), ``seed``, ``out``
+(reproducer folder) and ``format`` (``text`` or ``json``); optional attributes ``policy``
+(comma list, ``all`` or ``none``: the generation policies), ``shrink_seconds`` (the cap on one
+shrink), ``until_first`` and ``max_findings`` (stop once that many signatures are saved) and
+``in_process`` (targets in this process: ``Options.isolate`` off) are used when present.
+Without ``--max-examples`` and ``--budget`` it stops after :data:`DEFAULT_EXAMPLES` examples.
 
 Exit codes: 0 no divergence found; 1 at least one divergence (each signature saved under
 ``--out``); 2 a usage error (unknown target or policy, bad plugin, bad limits).  Progress
@@ -15,8 +17,9 @@ Exit codes: 0 no divergence found; 1 at least one divergence (each signature sav
 terminal; the result goes to stdout as text or JSON (``engine.Campaign.document``).
 
 Modules: ``strategies`` (graph strategies), ``policies`` (generation biases), ``oracle``
-(targets, comparison, signatures), ``engine`` (searches and shrinking), ``reduce`` (cone, row
-and value reduction), ``reproduce`` (reproducer files), ``to_kera`` (graph -> source).
+(targets, comparison, signatures), ``workers`` (a warm worker process per target), ``engine``
+(searches, shrinking, budgets), ``reduce`` (cone, cut, rows, shapes and values of a reproducer),
+``reproduce`` (reproducer files), ``to_kera`` (graph -> source).
 """
 
 from __future__ import annotations
@@ -71,11 +74,23 @@ def select_targets(
     return [t for t in resolved if t.available], notes
 
 
+def _max_findings(args: argparse.Namespace) -> int | None:
+    most = getattr(args, "max_findings", None)
+    if getattr(args, "until_first", False):
+        if most not in (None, 1):
+            raise UsageError("--until-first is --max-findings 1: give one of them")
+        return 1
+    if most is not None and most < 1:
+        raise UsageError("--max-findings must be at least 1")
+    return most
+
+
 def options(args: argparse.Namespace) -> Options:
     max_examples = getattr(args, "max_examples", None)
     budget = getattr(args, "budget", None)
     if max_examples is not None and max_examples < 1:
         raise UsageError("--max-examples must be at least 1")
+    max_findings = _max_findings(args)
     if budget is not None and not budget > 0:
         raise UsageError("--budget must be a positive number of seconds")
     if max_examples is None and budget is None:
@@ -102,6 +117,8 @@ def options(args: argparse.Namespace) -> Options:
         pass_plugins=pass_plugins,
         max_examples=max_examples,
         budget=budget,
+        max_findings=max_findings,
+        isolate=not getattr(args, "in_process", False),
         seed=int(getattr(args, "seed", 0) or 0),
         out=getattr(args, "out", None) or "corpora/regressions",
         policies=pols,
@@ -144,9 +161,13 @@ def text_report(doc: dict[str, Any]) -> str:
     rate = s["graphsPerSecond"] or 0.0
     lines = [
         f"keracheck fuzz: {s['examples']} examples, {s['graphs']} graphs ({s['uniqueGraphs']} "
-        f"distinct) in {s['generateSeconds']:.1f} s ({rate:.1f} graphs/s) against "
-        f"{', '.join(doc['targets'])}; shrinking {s['shrinkSeconds']:.1f} s"
+        f"distinct, {rate:.1f} graphs/s) against {', '.join(doc['targets'])} in "
+        f"{s['seconds']:.1f} s: generating {s['generateSeconds']:.1f} s, shrinking "
+        f"{s['shrinkSeconds']:.1f} s, reducing {s['reduceSeconds']:.1f} s"
     ]
+    if s["stopReason"] == "findings" and s["maxFindings"] is not None:
+        n = s["maxFindings"]
+        lines.append(f"stopped after {n} saved signature{'s' if n != 1 else ''}")
     sigs = doc["signatures"]
     if not sigs:
         lines.append("no divergence found")

@@ -13,16 +13,20 @@ recorded choices go into an in-memory example database (the secondary corpus), H
 replays them, sees the failure and shrinks; the test fails exactly when the graph shows the
 pinned signature.  (Shrinking the whole batch instead does not work: on a batch of ~1000
 choices Hypothesis spends its 500 successful shrinks on one choice each.)  The smallest graph
-seen with the signature is then reduced (``reduce``: cone, operands cut to parameters, one
-row, simple values) and written (``reproduce``); the next discovery run follows.  The
-reductions are tried first on the graph as found: when they alone bring it to at most
-:data:`QUICK_OPS` ops (the culprit and at most two ops feeding it), that graph is saved without
-a Hypothesis shrink, which with a gcc target costs one build per step.
+seen with the signature is then reduced (``reduce``: cone, operands cut to parameters, then
+the fewest rows, the smallest shapes and simple values) and written (``reproduce``); the next
+discovery run follows.  The reductions are tried first on the graph as found: when they alone
+bring it to at most :data:`QUICK_OPS` ops (the culprit and at most two ops feeding it), that
+graph is saved without a Hypothesis shrink, which with a gcc target costs one build per step.
 
 Budgets.  ``max_examples`` counts generated examples (batches) over all runs; ``budget`` is
-wall-clock seconds of discovery.  Each shrink may take ``shrink_seconds``: past it the test
+wall-clock seconds of the whole campaign, shrinking included; ``max_findings`` stops it once
+that many signatures are saved (``--until-first`` is 1: after the first one's shrink and save).
+Each shrink may take ``shrink_seconds``, and no more than the budget has left: past it the test
 function only replays cached verdicts, so Hypothesis stops at the best graph found; Hypothesis's
-own limits apply too (500 successful shrinks, 300 s).  Verdicts are cached per graph.
+own limits apply too (500 successful shrinks, 300 s).  A finding made when the budget is spent
+is not shrunk by Hypothesis, only reduced (a few oracle batches), so a campaign overruns its
+budget by at most one batch and one reduction.  Verdicts are cached per graph.
 """
 
 from __future__ import annotations
@@ -45,12 +49,16 @@ from keracheck import opt_levels as levels
 from keracheck.fuzz import policies as policies_mod
 from keracheck.fuzz import reduce as reduce_mod
 from keracheck.fuzz import reproduce
+from keracheck.fuzz.coverage import Coverage
 from keracheck.fuzz.oracle import Case, Divergence, Oracle, Signature
 from keracheck.fuzz.strategies import OP_ORDER, Drawn, batches, op_count, recorded_graphs
 from keracheck.targets import Target
 
 #: a graph the reductions alone bring to at most this many ops is not shrunk by Hypothesis
 QUICK_OPS = 3
+#: why a campaign ended, in the order they are checked: Ctrl-C, ``max_findings`` or ``until``
+#: satisfied, the budget spent, ``max_examples`` reached, else Hypothesis ran out of examples
+STOP_REASONS = ("interrupted", "findings", "budget", "examples", "exhausted")
 
 
 class Diverged(Exception):
@@ -74,7 +82,8 @@ class Options:
     """What a campaign does; the CLI fills it from its flags (``keracheck.fuzz.options``)."""
 
     max_examples: int | None = None  # examples (batches) over all runs; None: no limit
-    budget: float | None = None  # seconds of discovery; None: no limit
+    budget: float | None = None  # wall-clock seconds, shrinking included; None: no limit
+    max_findings: int | None = None  # stop once this many signatures are saved; None: no limit
     seed: int = 0
     out: str | None = "corpora/regressions"  # None: write no reproducer
     policies: tuple[str, ...] = policies_mod.DEFAULT
@@ -126,7 +135,8 @@ class Stats:
     unique: int = 0  # graphs not generated before in this campaign
     ops: int = 0
     generate_seconds: float = 0.0
-    shrink_seconds: float = 0.0
+    shrink_seconds: float = 0.0  # Hypothesis shrinks
+    reduce_seconds: float = 0.0  # the reductions (``reduce``), before and after the shrinks
     runs: int = 0
     phase: str = "starting"
     current: str = ""  # signature being shrunk or reduced
@@ -161,9 +171,11 @@ class Campaign:
         self.ops = common_ops(self.targets)
         self.findings: dict[Signature, Finding] = {}
         self.stats = Stats()
+        self.coverage = Coverage(self.ops)  # (op, dtype) counts; focuses graphs on rare ones
         self.started = time.monotonic()
         self.interrupted = False
         self.exhausted = False  # a discovery run used up its examples
+        self.stopped = ""  # why the campaign ended (``STOP_REASONS``)
 
     # -- the loop
 
@@ -178,6 +190,8 @@ class Campaign:
                     break
                 for div, drawn in found:
                     self._process(div, drawn)
+                    if self._satisfied():
+                        break
                 if self._satisfied():
                     break
         except BudgetSpent:
@@ -186,22 +200,43 @@ class Campaign:
             self.interrupted = True
         finally:
             self.oracle.close()
+        self.stopped = self._stop_reason()
         self.stats.phase = "done"
         self._progress()
         return self
 
     def _satisfied(self) -> bool:
-        until = self.opts.until
-        return until is not None and any(until(f) for f in self.findings.values() if f.final)
+        saved = [f for f in self.findings.values() if f.final]
+        most, until = self.opts.max_findings, self.opts.until
+        if most is not None and len(saved) >= most:
+            return True
+        return until is not None and any(until(f) for f in saved)
+
+    def _stop_reason(self) -> str:
+        """The first of STOP_REASONS that holds."""
+        most = self.opts.max_examples
+        checks = (
+            self.interrupted,
+            self._satisfied(),
+            self._budget_left() <= 0,
+            most is not None and self.stats.examples >= most,
+            True,
+        )
+        return next(r for r, hit in zip(STOP_REASONS, checks, strict=True) if hit)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def _budget_left(self) -> float:
+        """Seconds of the wall-clock budget left (inf without one)."""
+        budget = self.opts.budget
+        return float("inf") if budget is None else budget - self.elapsed()
 
     def _limit_reached(self) -> bool:
         o = self.opts
         if o.max_examples is not None and self.stats.examples >= o.max_examples:
             return True
-        return o.budget is not None and self.stats.generate_seconds >= o.budget
+        return self._budget_left() <= 0
 
     def _settings(self, **kw: Any) -> settings:
         return settings(
@@ -217,7 +252,7 @@ class Campaign:
         used up its examples."""
         o = self.opts
         left = 10**9 if o.max_examples is None else o.max_examples - self.stats.examples
-        strategy = batches(self.ops, o.policies, size=o.batch_size)
+        strategy = batches(self.ops, o.policies, size=o.batch_size, focus=self.coverage)
         clock = _Clock(self.stats, "generate_seconds")
         self.stats.runs += 1
 
@@ -237,11 +272,12 @@ class Campaign:
         return None
 
     def _examine(self, batch: list[Drawn], clock: _Clock) -> None:
-        o, s = self.opts, self.stats
-        if o.budget is not None and s.generate_seconds >= o.budget:
+        s = self.stats
+        if self._budget_left() <= 0:
             raise BudgetSpent
         s.phase = "generating"
         fns = [d.fn for d in batch if d.fn is not None]
+        self.coverage.count(fns)
         s.unique += len({fn.fingerprint for fn in fns if not self.oracle.judged(fn)})
         divs = self.oracle.check(fns)
         s.examples += 1
@@ -289,14 +325,16 @@ class Campaign:
         reducing = 0.0  # seconds in the reductions, before and after the shrink
         if self.opts.reduce:  # the reductions alone first: a few builds, where a shrink is ~250
             t0 = time.monotonic()
-            quick = reduce_mod.reduce(self.oracle, div)
+            quick = reduce_mod.reduce(self.oracle, div, max_ops=QUICK_OPS)
             reducing = time.monotonic() - t0
+            s.reduce_seconds += reducing
             if op_count(quick.fn) <= QUICK_OPS:
                 f.ops_shrunk = op_count(div.fn)
                 f.reduce_seconds = round(reducing, 3)
                 self._save(f, quick)
                 return
-        best, calls, seconds = self._shrink(div, drawn)
+        seconds = min(self.opts.shrink_seconds, self._budget_left())
+        best, calls, seconds = self._shrink(div, drawn, seconds) if seconds > 0 else (div, 0, 0.0)
         s.shrink_seconds += seconds
         f.shrunk = best is not div
         f.shrink_calls, f.shrink_seconds = calls, round(seconds, 3)
@@ -307,11 +345,13 @@ class Campaign:
             t1 = time.monotonic()
             best = reduce_mod.reduce(self.oracle, best)
             reducing += time.monotonic() - t1
+            s.reduce_seconds += time.monotonic() - t1
         f.reduce_seconds = round(reducing, 3)
         self._save(f, best)
 
-    def _shrink(self, div: Divergence, drawn: Drawn) -> tuple[Divergence, int, float]:
-        """Hypothesis shrinks the graph of div, replayed from its choices: (best, calls, s)."""
+    def _shrink(self, div: Divergence, drawn: Drawn, limit: float) -> tuple[Divergence, int, float]:
+        """Hypothesis shrinks the graph of div, replayed from its choices, running new graphs
+        for ``limit`` seconds: (best, calls, seconds)."""
         sig = div.signature
         state = _ShrinkState(div)
         t0 = time.monotonic()
@@ -324,7 +364,7 @@ class Campaign:
             self.stats.shrink_calls = state.calls
             if d.fn is None:
                 return False
-            capped = time.monotonic() - t0 > self.opts.shrink_seconds
+            capped = time.monotonic() - t0 > limit
             found = self.oracle.check([d.fn], cached_only=capped, targets=[sig.target])
             hits = [x for x in found if x.signature == sig]
             if not hits:
@@ -454,6 +494,10 @@ class Campaign:
                 "seconds": round(self.elapsed(), 3),
                 "generateSeconds": round(gen, 3),
                 "shrinkSeconds": round(s.shrink_seconds, 3),
+                "reduceSeconds": round(s.reduce_seconds, 3),
+                "budget": self.opts.budget,
+                "maxFindings": self.opts.max_findings,
+                "stopReason": self.stopped,
                 "medianShrinkSeconds": shrinks[len(shrinks) // 2] if shrinks else None,
                 "graphsPerSecond": round(s.graphs / gen, 2) if gen > 0 else None,
                 "uniqueGraphsPerSecond": round(s.unique / gen, 2) if gen > 0 else None,
@@ -466,6 +510,7 @@ class Campaign:
                 "exhausted": self.exhausted,
             },
             "signatures": [finding_document(f) for f in self.findings.values()],
+            "coverage": self.coverage.document(),
             "exitCode": self.exit_code(),
         }
 

@@ -4,8 +4,10 @@ name each divergence by its *signature*.
 Cases.  A :class:`Case` is a function and its input batch; its key is the fingerprint plus a
 digest of the inputs.  Fuzzed graphs get the harness's special-biased inputs
 (``keracheck.inputs.generate`` with the campaign seed) with a few *splat* rows added
-(:func:`fuzz_inputs`), so a case is a pure function of its graph and every result can be cached
-by key: the shrinker re-runs graphs it left unchanged for free.
+(:func:`fuzz_inputs`), and half the rows of a parameter that is a math-library call's argument
+drawn from that function's interesting ranges (``calls.bias_inputs``), so a case is a pure
+function of its graph and every result can be cached by key: the shrinker re-runs graphs it
+left unchanged for free.
 
 Execution.  Each target runs a list of cases in one call through ``keracheck.worker.execute``
 (the back end's ``run_many``, one toolchain call for the batch): in a warm child process
@@ -23,6 +25,11 @@ The signature is ``(ref, t, culprit op, class)`` where the class is the first of
 a failure to build or run is ``error``).  A failure of ``ref`` itself is ``(ref, ref, op, error)``;
 a failure that no truncated function shows (every node runs alone, the whole function does
 not: a layout or resource bug) names the pseudo-op ``graph``.
+
+Calls.  A math-library call (``exp(x)``: ~40-100 contract ops, ``keracheck.fuzz.calls``) is one
+unit here: the cone steps from the call straight to its argument, its inner nodes are never
+truncated at, and a call that diverges while its argument agrees is the culprit, named by its
+function (``ref|t exp ulp``), not by one of its inner ops.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from kera.ops import Op
 from kera.passes import PassError
 from keracheck import inputs as inputs_mod
 from keracheck.compare import diff_outputs
+from keracheck.fuzz import calls
 from keracheck.fuzz.workers import WarmWorker
 from keracheck.opt_levels import split_id
 from keracheck.target import declines
@@ -227,7 +235,9 @@ def fuzz_inputs(fn: Function, n: int, seed: int) -> dict[str, Array]:
     """The harness's generated inputs, with the last n // 8 rows *splat*: every element of a
     parameter holds one special value there (all -0.0, all NaN, all MIN ...), which the
     element-wise random mix almost never gives a whole tensor (reduction identities, NaN
-    propagation through reductions)."""
+    propagation through reductions).  Every other row before them of a call's argument holds
+    values from the function's interesting ranges (overflow thresholds, near 1 for log ...),
+    where the element-wise mix gives mostly overflow or NaN."""
     out = inputs_mod.generate(fn, n, seed)
     digest = hashlib.sha256(f"keracheck-fuzz/splat\0{seed}\0{fn.fingerprint}".encode()).digest()
     rng = np.random.default_rng(list(digest))
@@ -236,6 +246,8 @@ def fuzz_inputs(fn: Function, n: int, seed: int) -> dict[str, Array]:
         pool = _splat_pool(dt)
         for r in range(n - n // 8, n):
             out[name][r] = pool[int(rng.integers(len(pool)))]
+    calls_digest = hashlib.sha256(f"keracheck-fuzz/calls\0{seed}\0{fn.fingerprint}".encode())
+    calls.bias_inputs(fn, out, range(n - n // 8), calls_digest.digest())
     return out
 
 
@@ -434,7 +446,7 @@ class _Suspect:
             fn = self.case.fn
             roots = list(fn.results) if self.failed else [fn.results[k] for k in sorted(self.diffs)]
             known = set() if self.failed else {id(r) for r in fn.results}
-            nodes = [n for n in _cone(roots) if id(n) not in known]
+            nodes = [n for n in _cone(calls.analyse(fn), roots) if id(n) not in known]
             self._subs = {id(n): Case(truncated(fn, n), self.case.inputs) for n in nodes}
         return self._subs
 
@@ -460,8 +472,9 @@ class _Suspect:
         return states
 
 
-def _cone(roots: Sequence[Node]) -> list[Node]:
-    """Non-leaf nodes that roots depend on, roots included."""
+def _cone(units: calls.Units, roots: Sequence[Node]) -> list[Node]:
+    """Non-leaf nodes that roots depend on, roots included; a call is entered only through its
+    argument."""
     cone: list[Node] = []
     seen: set[int] = set()
     stack = list(roots)
@@ -471,7 +484,7 @@ def _cone(roots: Sequence[Node]) -> list[Node]:
             continue
         seen.add(id(n))
         cone.append(n)
-        stack.extend(n.inputs)
+        stack.extend(units.operands(n))
     return cone
 
 
@@ -485,14 +498,16 @@ def _whole(case: Case, tid: str, message: str) -> Divergence:
 def _culprits(
     case: Case, tid: str, states: Mapping[int, dict[str, Any] | None]
 ) -> list[Divergence]:
-    """Nodes that diverge while every non-leaf input agrees (ancestors of diverging results)."""
+    """Nodes that diverge while every non-leaf operand agrees (ancestors of diverging results;
+    a call's operand is its argument, and the call is named by its function)."""
     out: list[Divergence] = []
     seen: set[tuple[str, str]] = set()
-    for node in case.fn.nodes():
+    units = calls.analyse(case.fn)
+    for node in units.nodes:
         d = states.get(id(node))
-        if d is None or any(states.get(id(i)) is not None for i in node.inputs):
+        if d is None or any(states.get(id(i)) is not None for i in units.operands(node)):
             continue
-        sig = Signature(REF, tid, node.op.value, primary_class(d["classes"]))
+        sig = Signature(REF, tid, units.op_name(node), primary_class(d["classes"]))
         if (sig.op, sig.cls) not in seen:
             seen.add((sig.op, sig.cls))
             out.append(Divergence(sig, case, node, d))
@@ -519,15 +534,16 @@ def row_classes(ref: Outputs, got: Result | None, rows: int) -> list[set[str]]:
 
 def node_rows(oracle: Oracle, case: Case, sig: Signature, node: Node) -> list[bool]:
     """For each row of case: does ``node`` diverge with the signature's class there while every
-    non-leaf input of ``node`` agrees (so the row alone shows this signature)?"""
-    subs = [Case(truncated(case.fn, n), case.inputs) for n in (node, *node.inputs)]
+    non-leaf operand of ``node`` agrees (so the row alone shows this signature)?"""
+    operands = calls.analyse(case.fn).operands(node)
+    subs = [Case(truncated(case.fn, n), case.inputs) for n in (node, *operands)]
     results = oracle.run_all(subs, targets=[sig.target])
     ref, got = results[REF], results[sig.target]
     rows = case.rows
     if sig.target == REF:
         return [isinstance(ref[0], str)] * rows
     ok = [sig.cls in cls for cls in row_classes(_outputs(ref[0]), got[0], rows)]
-    for k, n in enumerate(node.inputs, start=1):
+    for k, n in enumerate(operands, start=1):
         if n.op in LEAVES:
             continue
         bad = row_classes(_outputs(ref[k]), got[k], rows)

@@ -1,7 +1,8 @@
 """Generation policies: switchable biases of the graph strategy, after YARPGen.
 
 A :class:`Profile` holds every weight the strategy in ``keracheck.fuzz.strategies`` draws with:
-op weights, leaf kinds, operand reuse, constant pools, graph length and shapes.  A *policy* is
+op weights, math-library call weights (by function name), leaf kinds, operand reuse, constant
+pools, graph length and shapes.  A *policy* is
 a named function ``Profile -> Profile`` that skews some of those weights so that a class of
 divergence becomes likely: special constants, shift amounts at or past the width, ``MIN / -1``
 and division by zero, rounding ties, cancellation (``x*y - x*y`` exposes a hidden fma), long
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kera.ops import COMPARE, MOVEMENT, REDUCE, UNARY, Op
+from keracheck.fuzz.calls import NAMES as CALLS
 
 Shape = tuple[int, ...]
 
@@ -65,11 +67,18 @@ def _base_op_weights() -> dict[Op, int]:
     return w
 
 
+def _base_call_weights() -> dict[str, int]:
+    # a call is 40-100 contract ops, so calls are rarer than ops (about one graph in four has
+    # one); coverage-guided focus makes sure each (function, dtype) is exercised
+    return dict.fromkeys(CALLS, 1)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Every weight the graph strategy draws with (see the module docstring)."""
 
     op_weights: Mapping[Op, int] = field(default_factory=_base_op_weights)
+    call_weights: Mapping[str, int] = field(default_factory=_base_call_weights)  # by name
     param_weight: int = 3  # a fresh leaf is a new parameter ...
     const_weight: int = 1  # ... or a constant
     fresh_weight: int = 1  # an operand is a fresh leaf ...

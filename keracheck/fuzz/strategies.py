@@ -1,10 +1,10 @@
 """Hypothesis strategies for valid, well-typed Kera graphs, built to shrink well.
 
 Encoding.  A graph is drawn as a policy bit mask (``policies``), then a sequence of *steps* in
-topological order, each in a span of its own.  A step draws:
+topological order, each in a span of its own, then a *focus* (below).  A step draws:
 
-1. an op, from the allowed set in :data:`OP_ORDER` (simplest first) weighted by the profile;
-   choice 0 *skips* the step;
+1. an op, from the allowed set in :data:`OP_ORDER` (simplest first), or a math-library call
+   (``calls.NAMES``, after every op), weighted by the profile; choice 0 *skips* the step;
 2. its *anchor* (first) operand in one choice: a fresh parameter of each type the op accepts
    (f32 scalars first), a fresh constant (its type drawn next), or an earlier value it accepts
    (most recent first) -- a fresh parameter costs no more choices than a reused value, so the
@@ -19,6 +19,24 @@ Constants are scalars; a tensor constant is ``broadcast(scalar)``, and a NaN con
 payload other than the canonical one is ``bitcast(<uint constant>)`` -- exactly what Kera source
 can spell, so every generated graph prints as source (``to_kera``) with the same fingerprint.
 The function's results are its *sinks*: every op node no other node uses.
+
+Calls.  A call step (``exp``, ``log`` ...) draws its argument like any anchor (a constant one
+comes from the function's thresholds, ``calls.edges``) and adds the library's whole expansion
+at once: one step is one call, so the shrinker keeps a call whole or deletes it, and the call
+counts as one op (:func:`op_count`).  A call is offered only when every op of its expansion is
+allowed.
+
+Focus (coverage-guided choice).  Each graph ends with one *focus*: none, or a :class:`Combo` --
+a step kind with the dtype of its first operand (and the target dtype of a ``convert`` or
+``bitcast``) from the table :func:`combos` -- which adds one more step of exactly that
+combination on fresh leaves (its own parameters, special constants).  Alone, a strategy draws
+the focus like any choice (a quarter of the graphs have one).  In a campaign, a ``Focus``
+(``coverage.Coverage``) picks it -- a combination not yet exercised -- from a seeded random
+generator, which also makes the focus step's choices; every value is *recorded* as the choice
+that draws it, so the graph replays (and shrinks: to no focus, or to the focus alone) from its
+choices without the campaign's state.  Hypothesis sees only the seed (one draw of fixed range
+after the steps) and nothing it draws later depends on the focus: were the range or the sequel
+of a draw to depend on the campaign's state, it would report a flaky strategy.
 
 Continuation ("another step?") is a weighted choice whose smallest value means *stop*; every
 later index is read relative to the values that exist, so any edited choice sequence still
@@ -35,10 +53,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cache
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from functools import cache, partial
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 from hypothesis import strategies as st
@@ -46,10 +65,13 @@ from hypothesis import strategies as st
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Node, const, make_node, param
 from kera.ops import ARITY, REDUCE, Op, TensorType, TypeRuleError, infer
+from keracheck.fuzz import calls
 from keracheck.fuzz.policies import Profile, profile
 
 Shape = tuple[int, ...]
 Draw = Callable[[st.SearchStrategy[Any]], Any]
+#: what a step makes: an op, or a call of the math library by name
+Step = Op | str
 
 #: dtypes, simplest first (the shrinker moves fresh leaves toward f32)
 DTYPES: tuple[DType, ...] = (
@@ -74,6 +96,8 @@ LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
 #: weight of "skip this step" (choice 0): rare when generating; the shrinker deletes a step
 #: by zeroing its span, which makes it a skip
 SKIP_WEIGHT = 1
+#: weight of "no focus" per combination (a strategy alone focuses a quarter of its graphs)
+NO_FOCUS_WEIGHT = 3
 #: marker returned by GraphBuilder.pick for "a fresh parameter"
 _PARAM = param(0, "fresh", DType.BOOL)
 #: no generated value holds more elements than this (targets such as HDL simulators are slow);
@@ -142,7 +166,15 @@ def _integers(n: int) -> st.SearchStrategy[int]:
     integer choice with minimum 0 and re-draws what follows, one test run per probe) off
     these choices: on a batch of graphs it would cost thousands of runs.  The greedy passes
     still lower each choice toward 0."""
-    return st.integers(1, n)
+    s = st.integers(1, n)
+    _BOUNDS[id(s)] = n
+    return s
+
+
+def choice_value(weights: Sequence[int], index: int) -> int:
+    """The primitive value :func:`choose` draws when it returns ``index``: recorded in place
+    of a draw, it replays as that choice."""
+    return 1 + sum(weights[:index])
 
 
 def choose(draw: Draw, weights: Sequence[int]) -> int:
@@ -210,8 +242,147 @@ def _size(shape: Shape) -> int:
 
 
 def op_count(fn: Function) -> int:
-    """Nodes that are operations (not parameters or constants)."""
-    return sum(1 for n in fn.nodes() if n.op not in LEAF_OPS)
+    """Nodes that are operations (not parameters or constants); a math-library call counts
+    as one op, its expansion as none."""
+    return calls.analyse(fn).op_count()
+
+
+# ------------------------------------------------------------------------------ steps and combos
+
+
+def _all(op: Step) -> tuple[DType, ...]:
+    return DTYPES
+
+
+def _numeric(op: Step) -> tuple[DType, ...]:
+    return DTYPES[:-1]
+
+
+def _elementwise_dtypes(op: Step) -> tuple[DType, ...]:
+    assert isinstance(op, Op)
+    return elementwise_dtypes(op)
+
+
+def _call_dtypes(name: Step) -> tuple[DType, ...]:
+    assert isinstance(name, str)
+    return tuple(d for d in DTYPES if d in calls.accepts(name))
+
+
+#: the dtypes a step's first operand may take (iota: its ``to``); default: what the typing
+#: rule accepts for an elementwise op
+_STEP_DTYPES: dict[Op, Callable[[Step], tuple[DType, ...]]] = {
+    **dict.fromkeys((Op.SELECT, Op.CONVERT), _all),
+    **dict.fromkeys((Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT), _all),
+    **dict.fromkeys((Op.BITCAST, Op.DOT, Op.MATMUL, Op.IOTA, *REDUCE), _numeric),
+}
+
+
+def step_dtypes(step: Step) -> tuple[DType, ...]:
+    if isinstance(step, Op):
+        return _STEP_DTYPES.get(step, _elementwise_dtypes)(step)
+    return _call_dtypes(step)
+
+
+@cache
+def bitcast_targets(src: DType) -> tuple[DType, ...]:
+    return tuple(d for d in DTYPES[:-1] if d.bits == src.bits and d is not src)
+
+
+#: steps whose combination includes a target dtype (the row names the source)
+_TARGETS: dict[Op, Callable[[DType], tuple[DType, ...]]] = {
+    Op.CONVERT: convert_targets,
+    Op.BITCAST: bitcast_targets,
+}
+
+
+class Combo(NamedTuple):
+    """What coverage counts: a step kind, the dtype of its first operand (iota: its result,
+    select: its values), and for convert and bitcast the target dtype.  (A tuple: counting
+    hashes one per node of every graph.)"""
+
+    step: Step
+    dtype: DType
+    to: DType | None = None
+
+    @property
+    def row(self) -> str:
+        """Table row: the op or call, with the source dtype of a conversion."""
+        return f"{self.step} {self.dtype}" if self.to is not None else str(self.step)
+
+    @property
+    def column(self) -> str:
+        return str(self.to if self.to is not None else self.dtype)
+
+
+def step_combos(step: Step) -> tuple[Combo, ...]:
+    dts = step_dtypes(step)
+    targets = _TARGETS.get(step) if isinstance(step, Op) else None
+    if targets is None:
+        return tuple(Combo(step, d) for d in dts)
+    return tuple(Combo(step, d, to) for d in dts for to in targets(d))
+
+
+def allowed_steps(ops: frozenset[Op], prof: Profile) -> list[Step]:
+    """The steps of ``ops`` with a positive weight: ops simplest first, then calls whose whole
+    expansion ``ops`` allows."""
+    steps: list[Step] = [op for op in OP_ORDER if op in ops and prof.op_weights.get(op, 0) > 0]
+    steps += [
+        name
+        for name in calls.NAMES
+        if prof.call_weights.get(name, 0) > 0 and calls.contract_ops(name) <= ops
+    ]
+    return steps
+
+
+@cache
+def combos(ops: frozenset[Op]) -> tuple[Combo, ...]:
+    """Every combination the steps of ``ops`` can make (the focus table; the coverage table)."""
+    return tuple(c for s in allowed_steps(ops, profile(())) for c in step_combos(s))
+
+
+#: node ops whose combination's dtype is the result's, not the first operand's
+_RESULT_DTYPE = frozenset({Op.SELECT, Op.IOTA})
+
+
+def combo_of(units: calls.Units, node: Node) -> Combo:
+    """The combination a visible, non-leaf node exercises."""
+    c = units.call(node)
+    if c is not None:
+        return Combo(c.name, c.arg.dtype)
+    if node.op in _TARGETS:
+        return Combo(node.op, node.inputs[0].dtype, node.dtype)
+    if node.op in _RESULT_DTYPE or not node.inputs:
+        return Combo(node.op, node.dtype)
+    return Combo(node.op, node.inputs[0].dtype)
+
+
+def graph_combos(fn: Function) -> set[Combo]:
+    """The combinations fn exercises (each once)."""
+    units = calls.analyse(fn)
+    return {combo_of(units, n) for n in units.nodes if n.op not in LEAF_OPS}
+
+
+class Focus(Protocol):
+    """Picks a graph's focus in a campaign: 0 for none, else 1 + an index into ``table``."""
+
+    def focus(self, rng: random.Random, table: tuple[Combo, ...]) -> int: ...
+
+
+#: the bound n of each ``_integers(n)`` strategy, by id: what a seeded draw needs to know
+_BOUNDS: dict[int, int] = {}
+
+
+def seeded(rng: random.Random) -> Draw:
+    """A draw from ``rng`` for the strategies a focus step uses (``_integers`` only: its
+    profile has no plain constants), with the distribution of a uniform choice."""
+
+    def draw(strategy: st.SearchStrategy[Any]) -> Any:
+        n = _BOUNDS.get(id(strategy))
+        if n is None:
+            raise TypeError(f"a seeded draw cannot make {strategy!r}")
+        return rng.randint(1, n)
+
+    return draw
 
 
 # ------------------------------------------------------------------------------ one graph
@@ -235,13 +406,45 @@ class GraphBuilder:
         self.values: list[Node] = []
         self.known: set[int] = set()
         self.used: set[int] = set()
+        self.only: Combo | None = None  # the focus, while its step draws
         self.set_profile(prof)
 
     def set_profile(self, prof: Profile) -> None:
         self.p = prof
-        self.steps = [op for op in OP_ORDER if op in self.ops and prof.op_weights.get(op, 0) > 0]
+        self.steps = allowed_steps(self.ops, prof)
         if not self.steps:
             raise ValueError("no op to generate: the allowed op set is empty")
+
+    def draw_focus(self, picker: Focus | None) -> None:
+        """The graph's focus and its step: drawn, or (with ``picker``) made from a seeded
+        generator and recorded as if drawn."""
+        table = combos(self.ops)
+        if not table:
+            return
+        weights = [NO_FOCUS_WEIGHT * len(table), *([1] * len(table))]
+        if picker is None:
+            k = choose(self.draw, weights)
+            draw = self.hypothesis_draw
+        else:
+            rng = random.Random(self.hypothesis_draw(st.integers(0, 2**64 - 1)))
+            k = picker.focus(rng, table)
+            self.choices.append(choice_value(weights, k))
+            draw = seeded(rng)
+        if k:
+            self.add_focus(table[k - 1], draw)
+
+    def add_focus(self, combo: Combo, draw: Draw) -> None:
+        """One step of exactly ``combo`` on fresh leaves (a builder with no earlier values,
+        numbering parameters on and recording its choices here); no special constant pools
+        need plain values, so a seeded draw can make every choice."""
+        sub = GraphBuilder(draw, self.ops, replace(self.p, plain_weight=0))
+        sub.params, sub.choices, sub.only = self.params, self.choices, combo
+        _generate(sub, combo.step)
+        for v in sub.values:
+            if id(v) not in self.known:
+                self.known.add(id(v))
+                self.values.append(v)
+        self.used |= sub.used
 
     # -- bookkeeping
 
@@ -251,11 +454,12 @@ class GraphBuilder:
         self.choices.append(value)
         return value
 
-    def record(self, node: Node) -> Node:
+    def record(self, node: Node, operands: Sequence[Node] | None = None) -> Node:
+        """Add a value (operands: what it uses, default its inputs; a call uses its argument)."""
         if id(node) not in self.known:
             self.known.add(id(node))
             self.values.append(node)
-        self.used.update(id(i) for i in node.inputs)
+        self.used.update(id(i) for i in (node.inputs if operands is None else operands))
         return node
 
     def build(self, op: Op, inputs: Sequence[Node], **attrs: Any) -> Node:
@@ -276,7 +480,7 @@ class GraphBuilder:
         self.params.append(p)
         return self.record(p)
 
-    def constant(self, t: TensorType, pool: Sequence[int] | None = None) -> Node:
+    def constant(self, t: TensorType, pool: Sequence[int] | Sequence[float] | None = None) -> Node:
         scalar = self.scalar(t.dtype, pool)
         if not t.shape:
             return scalar
@@ -284,7 +488,7 @@ class GraphBuilder:
             return self.new_param(t)
         return self.build(Op.BROADCAST, [scalar], shape=t.shape)
 
-    def scalar(self, dt: DType, pool: Sequence[int] | None = None) -> Node:
+    def scalar(self, dt: DType, pool: Sequence[int] | Sequence[float] | None = None) -> Node:
         if pool is not None:
             return self.record(const(pool[uniform(self.draw, len(pool))], dt))
         if dt is DType.BOOL:
@@ -342,11 +546,19 @@ class GraphBuilder:
             return self.new_param(t)
         return self.constant(t) if picked is None else picked
 
-    def anchor(self, accept: Accept, dtypes: Sequence[DType] = DTYPES) -> Node:
+    def anchor(
+        self,
+        accept: Accept,
+        dtypes: Sequence[DType] = DTYPES,
+        pool: Callable[[DType], Sequence[float]] | None = None,
+    ) -> Node:
         """The first operand of a step, in one choice: a fresh parameter of each accepted type
-        (f32 scalars first), a fresh constant (its type drawn next), or an earlier value it
-        accepts.  A fresh parameter costs no more choices than a reused value, so the shrinker
-        can swap a computed operand for a parameter and then delete the step that made it."""
+        (f32 scalars first), a fresh constant (its type drawn next; from ``pool`` when given),
+        or an earlier value it accepts.  A fresh parameter costs no more choices than a reused
+        value, so the shrinker can swap a computed operand for a parameter and then delete the
+        step that made it.  A focus step takes only the focus dtype."""
+        if self.only is not None and self.only.dtype in dtypes:
+            dtypes = (self.only.dtype,)
         types = _fresh_types(accept, tuple(dtypes), self.p.shapes)
         cands = [
             v
@@ -363,18 +575,33 @@ class GraphBuilder:
         if k < n:
             return self.new_param(types[k])
         if k == n:
-            return self.constant(types[uniform(self.draw, n)])
+            t = types[uniform(self.draw, n)]
+            return self.constant(t, None if pool is None else pool(t.dtype))
         return cands[k - n - 1]
+
+    def target(self, tos: Sequence[DType], want: DType | None) -> DType:
+        """The target dtype of a convert, bitcast or iota: ``want`` (the focus's) if allowed."""
+        if want is not None and want in tos:
+            return want
+        return tos[uniform(self.draw, len(tos))]
+
+    @property
+    def focus_to(self) -> DType | None:
+        return self.only.to if self.only is not None else None
 
     # -- steps
 
+    def step_weight(self, step: Step) -> int:
+        if isinstance(step, Op):
+            return self.p.op_weights[step]
+        return self.p.call_weights[step]
+
     def step(self) -> Node | None:
         """One step; None when it is skipped."""
-        k = choose(self.draw, [SKIP_WEIGHT, *(self.p.op_weights[o] for o in self.steps)])
+        k = choose(self.draw, [SKIP_WEIGHT, *(self.step_weight(s) for s in self.steps)])
         if k == 0:
             return None
-        op = self.steps[k - 1]
-        return _GENERATORS[op](self, op)
+        return _generate(self, self.steps[k - 1])
 
 
 @st.composite
@@ -430,7 +657,7 @@ def _doublable(limit: int) -> Accept:
 
 
 def _elementwise(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_any, elementwise_dtypes(op))
+    x = g.anchor(_any, step_dtypes(op))
     if op in (Op.SHL, Op.SHR) and choose(g.draw, [1, g.p.shift_weight]):
         return g.build(op, [x, g.constant(x.type, shift_amounts(x.dtype))])
     if op in (Op.DIV, Op.REM) and x.dtype.is_int and choose(g.draw, [1, g.p.divisor_weight]):
@@ -443,7 +670,7 @@ def _additive(g: GraphBuilder, op: Op) -> Node:
     """add/sub; the cancellation policy makes the first operand a product p = x * y and the
     second either anything or p's twin (p - p, p + -p): a fused (fma) target then returns
     the product's rounding error where the contract gives a rounded sum or zero."""
-    x = g.anchor(_any, elementwise_dtypes(op))
+    x = g.anchor(_any, step_dtypes(op))
     if not choose(g.draw, [1, g.p.cancel_weight]) or Op.MUL not in g.ops:
         return g.build(op, [x, g.operand(x.type, x)])
     p = g.build(Op.MUL, [x, g.operand(x.type, x)])
@@ -456,7 +683,7 @@ def _additive(g: GraphBuilder, op: Op) -> Node:
 def _fma(g: GraphBuilder, op: Op) -> Node:
     """fma(x, y, c); the cancellation policy makes c = -(x * y), so the exact result is the
     product's rounding error (zero when the target computes it unfused)."""
-    x = g.anchor(_any, elementwise_dtypes(op))
+    x = g.anchor(_any, step_dtypes(op))
     y = g.operand(x.type, x)
     if choose(g.draw, [1, g.p.cancel_weight]) and {Op.MUL, Op.NEG} <= g.ops:
         c = g.build(Op.NEG, [g.build(Op.MUL, [x, y])])
@@ -466,35 +693,33 @@ def _fma(g: GraphBuilder, op: Op) -> Node:
 
 
 def _select(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_any)
+    x = g.anchor(_any, step_dtypes(op))
     cond = g.operand(TensorType(DType.BOOL, x.shape))
     return g.build(op, [cond, x, g.operand(x.type, x)])
 
 
 def _convert(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_any)
-    tos = convert_targets(x.dtype)
-    return g.build(op, [x], to=tos[uniform(g.draw, len(tos))])
+    x = g.anchor(_any, step_dtypes(op))
+    return g.build(op, [x], to=g.target(convert_targets(x.dtype), g.focus_to))
 
 
 def _bitcast(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_any, DTYPES[:-1])
-    tos = [d for d in DTYPES[:-1] if d.bits == x.dtype.bits and d is not x.dtype]
-    return g.build(op, [x], to=tos[uniform(g.draw, len(tos))])
+    x = g.anchor(_any, step_dtypes(op))
+    return g.build(op, [x], to=g.target(bitcast_targets(x.dtype), g.focus_to))
 
 
 def _reduce(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_tensor, DTYPES[:-1])
+    x = g.anchor(_tensor, step_dtypes(op))
     return g.build(op, [x], axis=uniform(g.draw, len(x.shape)))
 
 
 def _dot(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_vector, DTYPES[:-1])
+    x = g.anchor(_vector, step_dtypes(op))
     return g.build(op, [x, g.operand(x.type, x)])
 
 
 def _matmul(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_matrix, DTYPES[:-1])
+    x = g.anchor(_matrix, step_dtypes(op))
     k = x.shape[1]
     most = g.p.max_elements
     ns = [d for d in g.p.dims if k * d <= most and x.shape[0] * d <= most]
@@ -511,25 +736,25 @@ def _broadcast_targets(shape: Shape, dims: Sequence[int], most: int) -> list[Sha
 
 
 def _broadcast(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_broadcastable)
+    x = g.anchor(_broadcastable, step_dtypes(op))
     targets = _broadcast_targets(x.shape, g.p.dims, g.p.max_elements)
     return g.build(op, [x], shape=targets[uniform(g.draw, len(targets))])
 
 
 def _reshape(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_any)
+    x = g.anchor(_any, step_dtypes(op))
     targets = reshape_targets(_size(x.shape))
     return g.build(op, [x], shape=targets[uniform(g.draw, len(targets))])
 
 
 def _transpose(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_rank2_up)
+    x = g.anchor(_rank2_up, step_dtypes(op))
     perms = list(itertools.permutations(range(len(x.shape))))
     return g.build(op, [x], perm=perms[uniform(g.draw, len(perms))])
 
 
 def _slice(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_tensor)
+    x = g.anchor(_tensor, step_dtypes(op))
     start, stop = [], []
     for d in x.shape:
         a = uniform(g.draw, d)
@@ -539,7 +764,7 @@ def _slice(g: GraphBuilder, op: Op) -> Node:
 
 
 def _concat(g: GraphBuilder, op: Op) -> Node:
-    x = g.anchor(_doublable(g.p.max_elements))
+    x = g.anchor(_doublable(g.p.max_elements), step_dtypes(op))
     axis = uniform(g.draw, len(x.shape))
     rest = _size(x.shape) // x.shape[axis]
     fits = [d for d in g.p.dims if rest * (x.shape[axis] + d) <= g.p.max_elements]
@@ -552,8 +777,14 @@ def _concat(g: GraphBuilder, op: Op) -> Node:
 def _iota(g: GraphBuilder, op: Op) -> Node:
     shapes = [s for s in g.p.shapes if len(s) >= 1]
     shape = shapes[uniform(g.draw, len(shapes))]
-    to = DTYPES[uniform(g.draw, len(DTYPES) - 1)]
+    to = g.target(step_dtypes(op), g.only.dtype if g.only is not None else None)
     return g.build(op, [], shape=shape, axis=uniform(g.draw, len(shape)), to=to)
+
+
+def _call(g: GraphBuilder, name: str) -> Node:
+    """One math-library call, expanded whole; a constant argument is one of its thresholds."""
+    x = g.anchor(_any, step_dtypes(name), partial(calls.edges, name))
+    return g.record(calls.expand(name, x), [x])
 
 
 _GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
@@ -576,6 +807,12 @@ _GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
 }
 
 
+def _generate(g: GraphBuilder, step: Step) -> Node:
+    if isinstance(step, Op):
+        return _GENERATORS[step](g, step)
+    return _call(g, step)
+
+
 @dataclass(frozen=True)
 class Drawn:
     """A drawn graph (None when every step was skipped) and the choices that drew it: replaying
@@ -587,7 +824,11 @@ class Drawn:
 
 
 def draw_graph(
-    draw: Draw, ops: frozenset[Op], policies: Sequence[str], name: str = "fuzz"
+    draw: Draw,
+    ops: frozenset[Op],
+    policies: Sequence[str],
+    name: str = "fuzz",
+    focus: Focus | None = None,
 ) -> Drawn:
     g = GraphBuilder(draw, ops, profile(()))
     mask = g.draw(_integers(1 << len(policies))) - 1 if policies else 0
@@ -600,6 +841,8 @@ def draw_graph(
             break
         draw(_step(g))
         steps += 1
+    g.hypothesis_draw = draw
+    g.draw_focus(focus)
     return Drawn(g.function(name) if g.ops_so_far() else None, tuple(g.choices))
 
 
@@ -613,11 +856,13 @@ def as_ops(ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None) -> f
 def recorded_graphs(
     ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None = None,
     policies: Sequence[str] = (),
+    focus: Focus | None = None,
 ) -> st.SearchStrategy[Drawn]:
     """One graph over ``ops`` (default: all) with the named policies switchable, and its
-    choices."""
+    choices; ``focus`` (a campaign's coverage) picks each graph's focus.  Its choices replay
+    the same graph without ``focus``."""
     allowed, pols = as_ops(ops), tuple(policies)
-    return st.composite(lambda draw: draw_graph(draw, allowed, pols))()
+    return st.composite(lambda draw: draw_graph(draw, allowed, pols, focus=focus))()
 
 
 def graphs(
@@ -636,6 +881,7 @@ def batches(
     ops: Sequence[str | Op] | frozenset[str] | frozenset[Op] | None = None,
     policies: Sequence[str] = (),
     size: int = 24,
+    focus: Focus | None = None,
 ) -> st.SearchStrategy[list[Drawn]]:
     """A batch of ``size`` distinct graphs run together (fewer when some are empty), each with
     its own choices so that one of them can be shrunk alone.
@@ -644,7 +890,7 @@ def batches(
     with the same label, which would turn most examples into copies of earlier batches (two of
     every three graphs drawn repeated one already seen); it leaves the inside of a unique
     collection alone.  The batch is never shrunk as a whole, so its size is fixed."""
-    one = recorded_graphs(ops, policies)
+    one = recorded_graphs(ops, policies, focus)
     drawn = st.lists(one, min_size=size, max_size=size, unique_by=_identity)
     return drawn.map(_non_empty)
 

@@ -10,6 +10,9 @@ used:
   and ``~`` (integer not), ``x as T`` (convert);
 * calls with keyword attributes for every other op: ``min(a, b)``, ``sum(x, axis = 0)``,
   ``broadcast(x, shape = [3])``, ``bitcast(x, to = f32)``, ``iota(shape = [4], axis = 0, to = i32)``;
+* math-library calls as calls, ``exp(x)``: the front end expands ``exp(x)`` into the very nodes
+  the graph holds (``kera.mathlib``; the calls are found by ``keracheck.fuzz.calls``), so one
+  ``let`` stands for the call's whole expansion;
 * scalar constants as literals in a let of their type: integers in decimal with a suffix
   (``-2147483648i32``), floats as the shortest decimal that rounds back to the same bits
   (``1e-45f32``, ``-0.0f64``), ``inf``, ``-inf``, ``nan`` (the canonical NaN) and ``-nan``;
@@ -31,6 +34,7 @@ import numpy as np
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Node, const_value
 from kera.ops import ATTRS, Op, TensorType
+from keracheck.fuzz import calls
 
 
 class PrintError(ValueError):
@@ -144,10 +148,15 @@ def render(fn: Function, name: str, header: Sequence[str] = ()) -> str:
         prefix += "v"
     names: dict[int, str] = {id(p): str(p.attr("name")) for p in fn.params}
     body: list[str] = []
-    for node in fn.nodes():
+    units = calls.analyse(fn)
+    for node in units.nodes:
         if node.op is Op.PARAM:
             continue
-        text = expression(node, lambda n: names[id(n)])
+        call = units.call(node)
+        if call is not None:
+            text = f"{call.name}({names[id(call.arg)]})"
+        else:
+            text = expression(node, lambda n: names[id(n)])
         names[id(node)] = f"{prefix}{len(body)}"
         body.append(f"    let {names[id(node)]}: {type_text(node.type)} = {text};")
     results = [names[id(r)] for r in fn.results]

@@ -1,18 +1,26 @@
-"""Warm workers: one long-lived process per target that forks a child for each batch.
+"""Warm workers: one long-lived process per target that runs batch after batch.
 
 ``keracheck.worker.run_isolated`` starts a fresh forkserver process per batch, and such a
 process first re-imports the parent's ``__main__`` (the whole ``keracheck`` CLI): ~0.1 s, more
 than a planted-bug plugin needs for a batch, and paid again for every crashing case.  A
-:class:`WarmWorker` starts one *zygote* process per target once; the zygote imports the back
-end's module and then, for each batch, ``fork``s a child that runs the batch with
-``keracheck.worker.execute`` (the back end's ``run_many``, exactly as the harness does) and
-sends the results back.  Forking a process that has everything imported takes milliseconds.
+:class:`WarmWorker` starts one worker process per target once; the worker instantiates the back
+end (``keracheck.worker.backend_for``: a ``file.py`` plugin's module is executed there, once)
+and then runs each batch it is sent with ``keracheck.worker.execute`` (the back end's
+``run_many``, exactly as the harness does) and sends the results back.  So a plugin module runs
+twice per campaign -- in its plugin host (``keracheck.plugin_host``, which answers
+``available``/``supported_ops``/``declines``) and in the worker -- never per batch, and the
+worker's state (module globals, the instance, a cache of compiled kernels) survives from batch
+to batch.  A target's ``run`` must still be a function of its case alone: the reproducers are
+replayed by ``keracheck run`` in a fresh process.
 
-Isolation is that of ``run_isolated``: a child that crashes or exceeds its limit (``timeout``
-per case) is killed, and its batch is re-run one case per child, so a bad case is an error for
-that case only, with the harness's messages ("target process crashed (exit code N)", "timed
-out after N s").  Every batch starts from the zygote's state, so nothing leaks between batches.
-The zygote itself is single-threaded and never runs a case.
+Isolation.  A batch whose worker crashes, raises past ``execute`` or runs past its limit
+(``timeout`` per case, summed over the batch) costs the worker: it is killed with everything it
+started, and a fresh one re-runs the batch one case per ``fork``ed child (forking a process
+that has everything loaded takes milliseconds), so a bad case is an error for that case only,
+with the harness's messages ("target process crashed (exit code N)", "timed out after N s").
+The next batch runs in that fresh worker.  A plugin that cannot run in a separate process at
+all (one that needs keracheck's own process state) runs with ``keracheck fuzz --in-process``
+(``Options.isolate=False``): one instance in keracheck's process, without crash isolation.
 """
 
 from __future__ import annotations
@@ -26,13 +34,21 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from keracheck.worker import Job, JobResult, contain_child, execute, kill_group, track
+from keracheck.worker import (
+    Job,
+    JobResult,
+    backend_for,
+    contain_child,
+    execute,
+    kill_group,
+    track,
+)
 
 _PRELOAD = ["numpy", "kera.interp", "kera.keg", "keracheck.worker", "keracheck.targets"]
 Outcome = dict[str, JobResult] | str  # results, or why there are none
 
 
-# ------------------------------------------------------------------------------ the zygote
+# ------------------------------------------------------------------------------ the worker
 
 
 def _read_all(fd: int, deadline: float) -> bytes | None:
@@ -88,13 +104,8 @@ def _fork_run(spec: str, jobs: list[Job], limit: float, owner: int) -> Outcome:
     return dict(payload) if kind == "ok" else f"target process failed: {payload}"
 
 
-def _isolated(spec: str, jobs: list[Job], timeout: float, owner: int) -> dict[str, JobResult]:
-    """A batch in one child; if that child fails, each case in a child of its own."""
-    done = _fork_run(spec, jobs, timeout * len(jobs) + 2.0, owner)
-    if isinstance(done, dict):
-        return done
-    if len(jobs) == 1:
-        return {jobs[0].key: JobResult("error", done)}
+def _one_by_one(spec: str, jobs: list[Job], timeout: float, owner: int) -> dict[str, JobResult]:
+    """Each case in a forked child of its own (after the batch failed as a whole)."""
     out: dict[str, JobResult] = {}
     for job in jobs:
         one = _fork_run(spec, [job], timeout + 2.0, owner)
@@ -102,28 +113,35 @@ def _isolated(spec: str, jobs: list[Job], timeout: float, owner: int) -> dict[st
     return out
 
 
-def _zygote(conn: Connection, spec: str, timeout: float, owner: int) -> None:
-    """The long-lived process: import the back end once, then fork per batch."""
+def _serve(conn: Connection, spec: str, timeout: float, owner: int) -> None:
+    """The worker process: load the back end once, then answer ``(isolate, jobs)`` requests:
+    the batch run here, or (after a failure) each case in a child of its own."""
     contain_child(owner)
     with contextlib.suppress(Exception):  # a broken plugin fails per batch, with its message
-        from keracheck.targets import instantiate
-
-        instantiate(spec)
+        backend_for(spec)
     while True:
         try:
-            jobs = conn.recv()
+            request = conn.recv()
         except EOFError:
             return
-        if jobs is None:
+        if request is None:
             return
-        conn.send(_isolated(spec, jobs, timeout, owner))
+        isolate, jobs = request
+        conn.send(_one_by_one(spec, jobs, timeout, owner) if isolate else _here(spec, jobs))
+
+
+def _here(spec: str, jobs: list[Job]) -> Outcome:
+    try:
+        return execute(spec, jobs, 1)
+    except BaseException as e:  # SystemExit from a plugin, say: the batch is re-run isolated
+        return f"target process failed: {type(e).__name__}: {e}"
 
 
 # ------------------------------------------------------------------------------ the parent
 
 
 class WarmWorker:
-    """The zygote of one target spec, started on first use."""
+    """The worker process of one target spec, started on first use and after a failure."""
 
     def __init__(self, spec: str, timeout: float) -> None:
         self.spec = spec
@@ -133,21 +151,35 @@ class WarmWorker:
         self.starts = 0
 
     def run(self, jobs: list[Job]) -> dict[str, JobResult]:
+        done = self._ask(False, jobs, self.timeout * len(jobs) + 2.0)
+        if isinstance(done, dict):
+            return done
+        self.close()  # crashed, hung or failed: its state is not trusted for the next batch
+        if len(jobs) == 1:
+            return {jobs[0].key: JobResult("error", done)}
+        # the forked children enforce the limits; this bound only guards the worker itself
+        bound = 2 * (self.timeout + 2.0) * (len(jobs) + 1) + 30.0
+        again = self._ask(True, jobs, bound)
+        if isinstance(again, dict):
+            return again
+        self.close()
+        why = f"worker for {self.spec}: {again}"
+        return {job.key: JobResult("error", why) for job in jobs}
+
+    def _ask(self, isolate: bool, jobs: list[Job], limit: float) -> Outcome:
+        """The worker's answer to one request, or why there is none."""
         if self.proc is None or not self.proc.is_alive():
             self._start()
         assert self.conn is not None
-        # the zygote enforces the limits; this bound only guards against the zygote itself
-        bound = 2 * (self.timeout + 2.0) * (len(jobs) + 1) + 30.0
         try:
-            self.conn.send(jobs)
-            if self.conn.poll(bound):
-                done: dict[str, JobResult] = self.conn.recv()
-                return done
-            why = f"worker for {self.spec} did not answer within {bound:.0f} s"
-        except (EOFError, OSError) as e:
-            why = f"worker for {self.spec} died: {type(e).__name__}: {e}"
-        self.close()
-        return {job.key: JobResult("error", why) for job in jobs}
+            self.conn.send((isolate, jobs))
+            if not self.conn.poll(limit):
+                return f"timed out after {limit:.0f} s"
+            done: Outcome = self.conn.recv()
+            return done
+        except (EOFError, OSError):
+            self.proc.join(5)
+            return f"target process crashed (exit code {self.proc.exitcode})"
 
     def _start(self) -> None:
         self.close()
@@ -155,7 +187,7 @@ class WarmWorker:
         ctx.set_forkserver_preload(_PRELOAD)
         parent, child = ctx.Pipe()
         self.proc = ctx.Process(
-            target=_zygote, args=(child, self.spec, self.timeout, os.getpid()), daemon=True
+            target=_serve, args=(child, self.spec, self.timeout, os.getpid()), daemon=True
         )
         self.proc.start()
         assert self.proc.pid is not None

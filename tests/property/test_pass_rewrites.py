@@ -293,4 +293,5 @@ def test_fold_keeps_uniform_results_as_a_broadcast_scalar() -> None:
         mixed.op("add", ramp, mixed.op("broadcast", const(1.0, DType.F32), shape=[8]))
     )
     (r2,) = fold.run(fn2)[0].results
-    assert r2.op is Op.CONST and fold.constant_value(r2).tolist() == list(range(1, 9))
+    value = fold.constant_value(r2)
+    assert r2.op is Op.CONST and value is not None and value.tolist() == list(range(1, 9))

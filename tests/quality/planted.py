@@ -2,8 +2,9 @@
 (``../shared/reference/divergence-catalog.md``), built on the reference interpreter.
 
 Each is the contract except for a few lines in ``kera.interp``'s override table (or, for the
-hidden fma, a rewrite of the graph before interpreting): exactly how a team would model a
-target that deviates and check that ``keracheck fuzz`` catches it.  Load one with
+hidden fma, a rewrite of the graph before interpreting; for the host libm, the math-library
+calls computed by numpy): exactly how a team would model a target that deviates and check that
+``keracheck fuzz`` catches it.  Load one with
 ``--backend-plugin tests/quality/planted.py:Minss``.  ``PLANTED`` lists every class with the
 signature the fuzzer must report and the op count of the minimal graph it must shrink to.
 """
@@ -18,9 +19,10 @@ import numpy as np
 
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, Node, make_node
+from kera.ir import Function, Node, make_node, param, topo_order
 from kera.ops import Op
 from kera.semantics import SEMANTICS, bits, canon, float_to_int
+from keracheck.fuzz import calls
 
 Array = np.ndarray[Any, Any]
 Override = Callable[..., Array]
@@ -332,6 +334,64 @@ class U32ViaI64(Planted):
     overrides: ClassVar[dict[str, Override]] = {"convert": _u32_via_i64}
 
 
+# ------------------------------------------------------------------------- host libm
+
+
+def _with_calls_as_params(fn: Function, done: dict[int, Node]) -> list[Node]:
+    """fn's results rebuilt with each node in ``done`` (by id) replaced by its parameter."""
+    new: dict[int, Node] = {}
+    for n in topo_order(fn.results, set(done)):
+        if id(n) in done:
+            new[id(n)] = done[id(n)]
+        elif n.op in (Op.PARAM, Op.CONST):
+            new[id(n)] = n
+        else:
+            new[id(n)] = make_node(n.op, [new[id(i)] for i in n.inputs], n.attrs)
+    return [new[id(r)] for r in fn.results]
+
+
+class HostLibm(Planted):
+    """A target that computes the math library's functions with the host libm (numpy's
+    ``np.exp`` ...) on the call's argument instead of the contract's algorithm: each call,
+    innermost first, is replaced by a parameter holding the host's result."""
+
+    functions: ClassVar[dict[str, Callable[[Array], Array]]] = {}
+
+    def run(self, fn: Function, inputs: dict[str, Array]) -> list[Array]:
+        found = [c for c in calls.analyse(fn).calls.values() if c.name in self.functions]
+        values = dict(inputs)
+        params = list(fn.params)
+        done: dict[int, Node] = {}
+        for c in sorted(found, key=lambda c: len(topo_order([c.result]))):
+            probe = Function(
+                fn.name, params, _with_calls_as_params(Function("arg", params, [c.arg]), done)
+            )
+            (x,) = interpret(probe, values)
+            with np.errstate(all="ignore"):
+                y = self.functions[c.name](x)
+            name = f"libm{len(params)}"
+            params.append(param(len(params), name, c.result.dtype, c.result.shape))
+            values[name], done[id(c.result)] = y, params[-1]
+        return interpret(Function(fn.name, params, _with_calls_as_params(fn, done)), values)
+
+
+class HostExp(HostLibm):
+    """f32/f64 ``exp`` by the host libm (the catalog's libm rows: 1-2 ulp apart)."""
+
+    name = "planted-libm-exp"
+    functions: ClassVar[dict[str, Callable[[Array], Array]]] = {"exp": np.exp}
+
+
+class HostTanh(HostLibm):
+    name = "planted-libm-tanh"
+    functions: ClassVar[dict[str, Callable[[Array], Array]]] = {"tanh": np.tanh}
+
+
+class HostLog(HostLibm):
+    name = "planted-libm-log"
+    functions: ClassVar[dict[str, Callable[[Array], Array]]] = {"log": np.log}
+
+
 #: class -> (ops the signature may name, its class, op count of the minimal graph)
 PLANTED: dict[type[Planted], tuple[frozenset[str], str, int]] = {
     Minss: (frozenset({"min", "max"}), "nan-vs-value", 1),
@@ -347,7 +407,12 @@ PLANTED: dict[type[Planted], tuple[frozenset[str], str, int]] = {
     DivZeroTrap: (frozenset({"div", "rem"}), "error", 1),
     NegCanonicalises: (frozenset({"neg"}), "nan-payload", 1),
     U32ViaI64: (frozenset({"convert"}), "int", 1),
+    HostExp: (frozenset({"exp"}), "ulp", 1),
+    HostTanh: (frozenset({"tanh"}), "ulp", 1),
+    HostLog: (frozenset({"log"}), "ulp", 1),
 }
+#: the planted host-libm targets (each shrinks to one call)
+LIBM: tuple[type[HostLibm], ...] = (HostExp, HostTanh, HostLog)
 
 
 class CrashOnSqrt(Planted):

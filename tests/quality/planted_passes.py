@@ -43,20 +43,24 @@ def _uniform_float(node: Node) -> float | None:
 
 
 class Reassociate(Planted):
-    """``(a + b) + k -> a + (b + k)`` on floats for a constant ``k`` (what a compiler does to
-    bring constants together): each order rounds differently.  Only towards the constant, so
-    the rewrite cannot undo itself and the pipeline reaches a fixed point."""
+    """``(a + b) + c -> a + (b + c)`` on floats: each order rounds differently.  It fires when
+    ``c`` is a constant (what a compiler does to bring constants together) or when ``c`` has
+    the largest node hash of the three (an arbitrary but fixed association order), so the
+    rewrite cannot undo itself and the pipeline reaches a fixed point."""
 
     name = "planted-reassociate"
 
     def rule(self, node: Node) -> Node | None:
         if node.op is not Op.ADD or not node.dtype.is_float:
             return None
-        for left, k in (node.inputs, node.inputs[::-1]):
-            if left.op is Op.ADD and _uniform_float(k) is not None:
-                a, b = left.inputs
-                if _uniform_float(a) is None and _uniform_float(b) is None:
-                    return make_node(Op.ADD, [a, make_node(Op.ADD, [b, k])])
+        for left, c in (node.inputs, node.inputs[::-1]):
+            if left.op is not Op.ADD or c.op is Op.ADD:
+                continue
+            a, b = left.inputs
+            if Op.ADD in (a.op, b.op):
+                continue
+            if _uniform_float(c) is not None or c.hash > max(a.hash, b.hash):
+                return make_node(Op.ADD, [a, make_node(Op.ADD, [b, c])])
         return None
 
 

@@ -6,7 +6,9 @@ Every case runs a campaign of ``ref`` against one planted target (in this proces
 are pure Python) with a fixed seed, stopping at the first saved finding whose signature is the
 planted one; it checks the signature, the op count of the reproducer, that the reproducer
 prints as Kera source with the same fingerprint, and that it still shows the signature when
-checked again from its files.
+checked again from its files, and that it is small: at most :data:`MOST_ROWS` input rows and
+:data:`MOST_ELEMENTS` elements per input (``reduce``: rows, then shapes, then values), unless
+:data:`NEEDS_MORE` says why the bug needs more.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ import planted
 
 PLUGIN = str(Path(__file__).parent / "planted.py")
 BUDGET = 300  # examples (batches of ~24 graphs)
+MOST_ROWS, MOST_ELEMENTS = 3, 8
+#: planted class name -> why its reproducer needs more rows or elements (none does today)
+NEEDS_MORE: dict[str, str] = {}
 
 
 def _wanted(cls: type[planted.Planted]) -> tuple[frozenset[str], str, int]:
@@ -64,11 +69,21 @@ def test_planted_bug_is_caught_and_shrunk(cls: type[planted.Planted], tmp_path: 
     assert f.ops_after == minimal_ops, f"shrunk to {f.ops_after} ops, expected {minimal_ops}"
     assert f.ops_after <= f.ops_shrunk <= f.ops_before
     assert campaign.exit_code() == 1
+    _check_small(f, cls)
     fresh = Oracle(campaign.targets, isolate=False)  # no cached verdicts
     try:
         _check_reproducer(f, fresh)
     finally:
         fresh.close()
+
+
+def _check_small(f: Finding, cls: type[planted.Planted]) -> None:
+    assert f.final is not None
+    if cls.__name__ in NEEDS_MORE:
+        return
+    sizes = {str(p.attr("name")): p.type.size for p in f.final.fn.params}
+    assert f.final.case.rows <= MOST_ROWS and f.rows <= MOST_ROWS, f"{f.rows} rows saved"
+    assert all(n <= MOST_ELEMENTS for n in sizes.values()), f"elements per input: {sizes}"
 
 
 def _row_key(arrays: dict[str, np.ndarray[Any, Any]], r: int) -> bytes:

@@ -320,6 +320,11 @@ def int_pair_shift(rng: np.random.Generator, bits: int, n: int) -> tuple[Arr, Ar
     return a, b.astype(U64)
 
 
+def at_width(gen: Callable[[np.random.Generator, int, int], tuple[Arr, ...]], bits: int) -> Gen:
+    """``gen`` with its width bound now: a lambda in a loop would see the loop's last width."""
+    return lambda rng, n: gen(rng, bits, n)
+
+
 # ---------------------------------------------------------------- oracles
 
 
@@ -434,7 +439,13 @@ def oracle_f2i(fmt: Fmt, bits: int, signed: bool) -> Oracle:
 def oracle_i2f(fmt: Fmt, bits: int, signed: bool) -> Oracle:
     name = INT_NAMES[bits, signed]
     conv = getattr(sf, f"{name}_to_f{fmt.bits}")
-    ctor = {"i32": sf.Int32, "i64": sf.Int64, "ui32": sf.UInt32, "ui64": sf.UInt64}[name]
+    ctors: dict[str, type[sf.Int32 | sf.Int64 | sf.UInt32 | sf.UInt64]] = {
+        "i32": sf.Int32,
+        "i64": sf.Int64,
+        "ui32": sf.UInt32,
+        "ui64": sf.UInt64,
+    }
+    ctor = ctors[name]
     nb = bits // 8
     return lambda a: _arr(
         [_from_sf(conv(ctor.from_bytes(x.to_bytes(nb, "big")))) for x in a.tolist()]
@@ -626,7 +637,7 @@ def float_suite(fmt: Fmt) -> list[CoreTest]:
             {**fp, "OW": bits, "SIGNED": int(signed)},
             (w,),
             bits,
-            lambda r, n, b=bits: integral_edges(r, fmt, n, b),
+            at_width(lambda r, b, n: integral_edges(r, fmt, n, b), bits),
             oracle_f2i(fmt, bits, signed),
         )
         add(
@@ -635,7 +646,7 @@ def float_suite(fmt: Fmt) -> list[CoreTest]:
             {"IW": bits, "SIGNED": int(signed), **fp},
             (bits,),
             w,
-            lambda r, n, b=bits: (ints(r, b, n),),
+            at_width(lambda r, b, n: (ints(r, b, n),), bits),
             oracle_i2f(fmt, bits, signed),
         )
     other = F64 if fmt is F32 else F32
@@ -659,7 +670,7 @@ def int_suite() -> list[CoreTest]:
                         {"W": bits, "SIGNED": int(signed), "REM": int(rem)},
                         (bits, bits),
                         bits,
-                        lambda r, n, b=bits: int_pair_div(r, b, n),
+                        at_width(int_pair_div, bits),
                         oracle_idiv(bits, signed, rem),
                         seed=len(t) + 7,
                     )
@@ -672,7 +683,7 @@ def int_suite() -> list[CoreTest]:
                         {"W": bits, "SIGNED": int(signed), "LEFT": int(left)},
                         (bits, bits),
                         bits,
-                        lambda r, n, b=bits: int_pair_shift(r, b, n),
+                        at_width(int_pair_shift, bits),
                         oracle_shift(bits, signed, left),
                         seed=len(t) + 7,
                     )

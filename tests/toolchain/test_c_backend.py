@@ -139,6 +139,14 @@ def _try(name: str, make: Callable[[FunctionBuilder], Node | tuple[Node, ...]]) 
         return None  # the op is not defined on this dtype
 
 
+def _op(
+    op: str, *params: tuple[str, DType, list[int]], **attrs: Any
+) -> Callable[[FunctionBuilder], Node]:
+    """The body of a one-op function on fresh parameters (``(name, dtype, shape)``); binding
+    them here, not in a lambda, keeps a loop's later values out."""
+    return lambda b: b.op(op, *(b.param(*p) for p in params), **attrs)
+
+
 UNARY = ["neg", "abs", "not", "sqrt", "floor", "ceil", "trunc", "round"]
 BINARY = ["add", "sub", "mul", "div", "rem", "min", "max", "copysign", "and", "or", "xor"]
 BINARY += ["shl", "shr", "eq", "ne", "lt", "le", "gt", "ge"]
@@ -148,31 +156,20 @@ def elementwise_cases(rng: np.random.Generator) -> Iterator[Case]:
     for dt in ALL:
         x = np.concatenate([specials(dt), randoms(dt, 256, rng)])
         for op in UNARY:
-            fn = _try(f"{op}_{dt}", lambda b, op=op, dt=dt: b.op(op, b.param("x", dt)))
+            fn = _try(f"{op}_{dt}", _op(op, ("x", dt, [])))
             if fn is not None:
                 yield fn.name, fn, {"x": x}
         a, bb = pairs(dt, rng)
         for op in BINARY:
-            fn = _try(
-                f"{op}_{dt}",
-                lambda b, op=op, dt=dt: b.op(op, b.param("a", dt), b.param("b", dt)),
-            )
+            fn = _try(f"{op}_{dt}", _op(op, ("a", dt, []), ("b", dt, [])))
             if fn is not None:
                 yield fn.name, fn, {"a": a, "b": bb}
         cond = rng.integers(0, 2, len(a)).astype(np.bool_)
-        fn = _build(
-            f"select_{dt}",
-            lambda b, dt=dt: b.op(
-                "select", b.param("c", D.BOOL), b.param("a", dt), b.param("b", dt)
-            ),
-        )
+        fn = _build(f"select_{dt}", _op("select", ("c", D.BOOL, []), ("a", dt, []), ("b", dt, [])))
         yield fn.name, fn, {"c": cond, "a": a, "b": bb}
         for to in ALL:
             for op in ("convert", "bitcast"):
-                fn = _try(
-                    f"{op}_{dt}_{to}",
-                    lambda b, op=op, dt=dt, to=to: b.op(op, b.param("x", dt), to=to),
-                )
+                fn = _try(f"{op}_{dt}_{to}", _op(op, ("x", dt, []), to=to))
                 if fn is not None:
                     yield fn.name, fn, {"x": x}
 
@@ -186,12 +183,7 @@ def fma_cases(rng: np.random.Generator) -> Iterator[Case]:
         with np.errstate(all="ignore"):  # addends near -(a*b): cancellation and ties
             near = (-(ra * rb)).view(dt.uint) + rng.integers(-2, 3, 4096).astype(dt.uint)
         rc = np.where(rng.integers(0, 2, 4096) == 0, near.view(dt.np), randoms(dt, 4096, rng))
-        fn = _build(
-            f"fma_{dt}",
-            lambda bld, dt=dt: bld.op(
-                "fma", bld.param("a", dt), bld.param("b", dt), bld.param("c", dt)
-            ),
-        )
+        fn = _build(f"fma_{dt}", _op("fma", ("a", dt, []), ("b", dt, []), ("c", dt, [])))
         cat = np.concatenate
         yield fn.name, fn, {"a": cat([a, ra]), "b": cat([b, rb]), "c": cat([cc, rc])}
 
@@ -213,23 +205,14 @@ def reduction_cases(rng: np.random.Generator) -> Iterator[Case]:
         for op in ("sum", "prod", "amin", "amax"):
             for shape, axis in shapes:
                 name = f"{op}_{dt}_{'x'.join(map(str, shape))}_a{axis}"
-                fn = _build(
-                    name,
-                    lambda b, op=op, dt=dt, s=shape, a=axis: b.op(op, b.param("x", dt, s), axis=a),
-                )
+                fn = _build(name, _op(op, ("x", dt, list(shape)), axis=axis))
                 yield name, fn, {"x": _mixed(dt, shape, 96, rng)}
         for k in (1, 3, 8, 13):
-            fn = _build(
-                f"dot_{dt}_{k}",
-                lambda b, dt=dt, k=k: b.op("dot", b.param("a", dt, [k]), b.param("b", dt, [k])),
-            )
+            fn = _build(f"dot_{dt}_{k}", _op("dot", ("a", dt, [k]), ("b", dt, [k])))
             yield fn.name, fn, {"a": _mixed(dt, (k,), 96, rng), "b": _mixed(dt, (k,), 96, rng)}
         for m, k, n in ((2, 3, 4), (1, 5, 1), (3, 1, 2)):
             fn = _build(
-                f"matmul_{dt}_{m}x{k}x{n}",
-                lambda b, dt=dt, m=m, k=k, n=n: b.op(
-                    "matmul", b.param("a", dt, [m, k]), b.param("b", dt, [k, n])
-                ),
+                f"matmul_{dt}_{m}x{k}x{n}", _op("matmul", ("a", dt, [m, k]), ("b", dt, [k, n]))
             )
             ins = {"a": _mixed(dt, (m, k), 64, rng), "b": _mixed(dt, (k, n), 64, rng)}
             yield fn.name, fn, ins
@@ -257,13 +240,14 @@ def movement_cases(rng: np.random.Generator) -> Iterator[Case]:
         fn = _build(f"moves_{dt}", moves)
         yield fn.name, fn, {"x": x}
     for dt in NUMERIC:
-        fn = _build(
-            f"iota_{dt}",
-            lambda b, dt=dt: (
+
+        def iotas(b: FunctionBuilder, dt: DType = dt) -> tuple[Node, ...]:
+            return (
                 b.op("iota", shape=[3, 5], axis=1, to=dt),
                 b.op("iota", shape=[4, 2, 3], axis=0, to=dt),
-            ),
-        )
+            )
+
+        fn = _build(f"iota_{dt}", iotas)
         yield fn.name, fn, {}
     payload = np.array([0x7FC12345, 0x80000000, 0xFF800001, 0x00000001], dtype=np.uint32)
 
@@ -348,8 +332,9 @@ def observer_cases(rng: np.random.Generator) -> Iterator[Case]:
 
 def suite() -> list[Case]:
     rng = np.random.default_rng(20240501)
-    gens = (elementwise_cases, fma_cases, reduction_cases, movement_cases, chain_cases)
-    gens += (observer_cases,)
+    gens: list[Callable[[np.random.Generator], Iterator[Case]]]
+    gens = [elementwise_cases, fma_cases, reduction_cases, movement_cases, chain_cases]
+    gens += [observer_cases]
     return [case for gen in gens for case in gen(rng)]
 
 

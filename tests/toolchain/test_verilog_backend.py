@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,10 @@ def specials(dt: DType) -> np.ndarray[Any, Any]:
         vals += [-1, -2, -7] if dt.is_signed else [dt.max // 2, dt.max // 2 + 1]
         return np.array(vals, dtype=object).astype(dt.np)
     f = dt.np.type
-    vals = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 3.0, 1e10, -1e-3, 2.0**31, 2.0**63, 2.0**64]
-    vals += [np.inf, -np.inf, np.finfo(f).max, -np.finfo(f).max, np.finfo(f).smallest_subnormal]
-    vals += [-np.finfo(f).smallest_subnormal, np.finfo(f).smallest_normal]
-    arr = np.array(vals, dtype=dt.np)
+    fvals = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 3.0, 1e10, -1e-3, 2.0**31, 2.0**63, 2.0**64]
+    fvals += [np.inf, -np.inf, np.finfo(f).max, -np.finfo(f).max, np.finfo(f).smallest_subnormal]
+    fvals += [-np.finfo(f).smallest_subnormal, np.finfo(f).smallest_normal]
+    arr = np.array(fvals, dtype=dt.np)
     u = dt.uint.type
     nans = (
         [0x7FC00000, 0xFFC00001, 0x7F800001]
@@ -88,7 +89,7 @@ def picks(dt: DType, n: int, shape: tuple[int, ...], seed: int) -> np.ndarray[An
 # ---------------------------------------------------------------------------- the op matrix
 
 
-Case = tuple[str, Function, dict[str, np.ndarray[Any, Any]], list[str]]
+Case = tuple[str, Function, dict[str, np.ndarray[Any, Any]], Sequence[str]]
 
 
 def _ok(op: Op, dt: DType) -> bool:
@@ -102,6 +103,7 @@ def _ok(op: Op, dt: DType) -> bool:
 
 
 UNARY = (Op.NEG, Op.ABS, Op.NOT, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND)
+BINARY: tuple[Op, ...]
 BINARY = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.REM, Op.MIN, Op.MAX, Op.COPYSIGN, Op.AND, Op.OR)
 BINARY += (Op.XOR, Op.SHL, Op.SHR, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE)
 
@@ -293,8 +295,8 @@ def test_cocotb_icarus_matches_interpreter(cases: list[Case]) -> None:
 def test_plain_bench_on_icarus_matches_interpreter(cases: list[Case]) -> None:
     from keracheck.runners.iverilog import Iverilog
 
-    if Iverilog().available():
-        pytest.skip(Iverilog().available())
+    if reason := Iverilog().available():
+        pytest.skip(reason)
     some = [c for c in cases if c[0].startswith(("binary f64", "reduce i64", "convert f32"))]
     outs = run_plain([(fn, inputs) for _, fn, inputs, _ in some], "icarus")
     problems = _compare(some, list(outs))
@@ -430,8 +432,10 @@ def test_resource_estimate() -> None:
     b = FunctionBuilder("res")
     fn = b.build(b.op(Op.ADD, b.param("x", DType.I32), b.param("y", DType.I32)))
     res = VerilatorTarget().resources(fn)
+    luts, carries = res["luts"], res["carries"]
+    assert isinstance(luts, int) and isinstance(carries, int), res
     # 32 result flip-flops plus the valid bit; a 32-bit adder needs LUTs and a carry chain
-    assert res["ffs"] == 33 and res["luts"] >= 32 and res["carries"] >= 31
+    assert res["ffs"] == 33 and luts >= 32 and carries >= 31
 
 
 def test_write_emits_designs_library_and_schedule(tmp_path: Path) -> None:
@@ -476,8 +480,8 @@ def test_buses_wider_than_the_display_limit(target: str) -> None:
     if target == "icarus-plain":
         from keracheck.runners.iverilog import Iverilog
 
-        if Iverilog().available():
-            pytest.skip(Iverilog().available())
+        if reason := Iverilog().available():
+            pytest.skip(reason)
         outs: list[Any] = list(run_plain([(fn, inputs)], "icarus"))
     else:
         backend = VerilatorTarget() if target == "verilog-verilator" else CocotbTarget()

@@ -95,11 +95,11 @@ def elementwise_cases() -> list[Case]:
             out.append(
                 (fn, dict(zip([f"x{i}" for i in range(arity)], grid([dt] * arity), strict=True)))
             )
-    for src, dst, name in itertools.product(DTYPES, DTYPES, ("convert", "bitcast")):
-        b = FunctionBuilder(f"{name}_{src}_{dst}")
+    for src, dst, cast in itertools.product(DTYPES, DTYPES, ("convert", "bitcast")):
+        b = FunctionBuilder(f"{cast}_{src}_{dst}")
         x = b.param("x", src)
         try:
-            fn = b.build(b.op(name, x, to=dst))
+            fn = b.build(b.op(cast, x, to=dst))
         except TypeRuleError:
             continue
         out.append((fn, {"x": specials(src)}))

@@ -48,7 +48,10 @@ pytestmark = pytest.mark.toolchain
 N_EDGE = int(os.environ.get("KERA_ORACLE_CASES", "100000"))
 N_HARD = N_EDGE // 2
 Array = np.ndarray[Any, Any]
-WIDTH = {32: (ValType.F32, np.uint32, np.float32), 64: (ValType.F64, np.uint64, np.float64)}
+WIDTH: dict[int, tuple[ValType, type[np.unsignedinteger[Any]], type[np.floating[Any]]]] = {
+    32: (ValType.F32, np.uint32, np.float32),
+    64: (ValType.F64, np.uint64, np.float64),
+}
 CANON = {32: 0x7FC00000, 64: 0x7FF8000000000000}
 HELPER: dict[int, Callable[[], Func]] = {32: fma_f32, 64: fma_f64}
 
@@ -249,8 +252,8 @@ def test_kera_fma_through_the_back_end(
     x, y, z = (fb.param(name, dt) for name in "abc")
     fn = fb.build(fb.op("fma", x, y, z))
     backend = WasmSimdBackend() if target == "wasm-simd" else WasmBackend()
-    if backend.available():
-        pytest.skip(backend.available())
+    if reason := backend.available():
+        pytest.skip(reason)
     ft = WIDTH[bits][2]
     (got,) = backend.run(fn, {"a": a.view(ft), "b": b.view(ft), "c": c.view(ft)})
     got_bits = got.view(a.dtype)

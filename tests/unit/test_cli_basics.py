@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ from keracheck.cli import main as keracheck
 
 @pytest.mark.parametrize(("cli", "name"), [(kerac, "kerac"), (keracheck, "keracheck")])
 def test_version_names_the_package_and_the_source(
-    cli: object, name: str, capsys: pytest.CaptureFixture[str]
+    cli: Callable[[list[str]], int], name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    code: int | str | None
     try:
-        code = cli(["--version"])  # type: ignore[operator]
+        code = cli(["--version"])
     except SystemExit as e:  # kerac lets argparse exit; keracheck returns the code
         code = e.code
     assert code == 0

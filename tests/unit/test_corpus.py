@@ -17,6 +17,7 @@ from kera.ops import (
     MOVEMENT,
     REDUCE,
     UNARY,
+    AttrValue,
     Op,
     TensorType,
     TypeRuleError,
@@ -51,9 +52,9 @@ def test_at_least_60_cases_each_with_a_comment() -> None:
                 )
 
 
-def _valid(op: Op, types: list[TensorType], attrs: dict[str, object]) -> bool:
+def _valid(op: Op, types: list[TensorType], attrs: dict[str, AttrValue]) -> bool:
     try:
-        infer(op, types, attrs)  # type: ignore[arg-type]
+        infer(op, types, attrs)
     except TypeRuleError:
         return False
     return True
@@ -63,7 +64,7 @@ def required() -> set[tuple[str, str]]:
     req: set[tuple[str, str]] = set()
     for dt in DType:
         s, v, m = TensorType(dt), TensorType(dt, (2,)), TensorType(dt, (2, 2))
-        checks: dict[Op, tuple[list[TensorType], dict[str, object]]] = {
+        checks: dict[Op, tuple[list[TensorType], dict[str, AttrValue]]] = {
             **{op: ([s], {}) for op in UNARY},
             **{op: ([s, s], {}) for op in BINARY},
             Op.FMA: ([s, s, s], {}),

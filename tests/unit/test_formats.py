@@ -74,7 +74,7 @@ def _case(name: str, path: str, function: str, verdict: str) -> dict[str, Any]:
     }
 
 
-NAN_EXAMPLE = {
+NAN_EXAMPLE: dict[str, Any] = {
     "index": [5, 2],
     "class": "nan-payload",
     "bits": {"ref": "0x7fc00000", "cpu": "0xffc00000"},
@@ -83,7 +83,7 @@ NAN_EXAMPLE = {
         "cpu": "1|11111111|10000000000000000000000",
     },
 }
-ULP_EXAMPLE = {
+ULP_EXAMPLE: dict[str, Any] = {
     "index": [7, 0],
     "class": "ulp(1)",
     "bits": {"ref": "0x3f800000", "cpu": "0x3f800001"},
@@ -488,9 +488,12 @@ def schema_validator(jsonschema: Any, name: str, fragment: str = "") -> Any:
     from referencing import Registry, Resource
 
     resources = [Resource.from_contents(json.loads(p.read_text())) for p in SCHEMAS.glob("*.json")]
-    registry = Registry().with_resources((r.id(), r) for r in resources)
+    registry: Registry[Any] = Registry()
     for resource in resources:
         jsonschema.Draft202012Validator.check_schema(resource.contents)
+        uri = resource.id()
+        assert uri is not None, f"schema without $id: {resource.contents}"
+        registry = registry.with_resource(uri, resource)
     root = json.loads((SCHEMAS / name).read_text())
     schema = {"$ref": root["$id"] + fragment} if fragment else root
     return jsonschema.Draft202012Validator(schema, registry=registry)
@@ -561,7 +564,8 @@ def test_run_notes_reach_every_format() -> None:
     root = ET.fromstring(render("junit", run))
     inputs = [c for c in root.iter("testcase") if c.get("classname") == "keracheck.inputs"]
     assert [c.get("name") for c in inputs] == ["run", "corpora/bad,1.kera"]
-    assert root.find("testsuite").get("errors") == "3"  # type: ignore[union-attr]
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("errors") == "3"
     notes = json.loads(render("sarif", run))["runs"][0]["invocations"][0]
     levels = [n["level"] for n in notes["toolExecutionNotifications"]]
     assert levels == ["error", "error", "warning"]

@@ -18,15 +18,21 @@ from hypothesis import HealthCheck, Phase, Verbosity, find, given, seed, setting
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase, choices_to_bytes
 
-from kera import keg
+from kera import keg, mathlib
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Graph, IRError, const, make_node, param
+from kera.ir import Function, FunctionBuilder, Graph, IRError, const, make_node, param, topo_order
 from kera.ops import Op, infer
-from keracheck.fuzz import policies, to_kera
+from keracheck.fuzz import calls, coverage, policies, to_kera
+from keracheck.fuzz.coverage import Coverage
+from keracheck.fuzz.oracle import fuzz_inputs
 from keracheck.fuzz.strategies import (
+    DTYPES,
     LEAF_OPS,
+    Combo,
     Drawn,
+    allowed_steps,
+    as_ops,
     batches,
     choose,
     graphs,
@@ -85,7 +91,9 @@ def test_generated_graphs_run_on_the_interpreter(corpus: list[Function]) -> None
 
 
 def test_coverage_of_dtypes_shapes_ops_and_constants(corpus: list[Function]) -> None:
-    dtypes, lengths, ops = set(), set(), collections.Counter()
+    dtypes: set[DType] = set()
+    lengths: set[int] = set()
+    ops: collections.Counter[Op] = collections.Counter()
     constants: set[int] = set()
     for fn in corpus:
         for n in fn.nodes():
@@ -108,7 +116,9 @@ def test_payload_nans_are_bitcast_from_integers(corpus: list[Function]) -> None:
     for fn in corpus:
         for n in fn.nodes():
             if n.op is Op.CONST and n.dtype.is_float:
-                v = np.frombuffer(n.attr("value"), dtype=n.dtype.np)  # type: ignore[arg-type]
+                raw = n.attr("value")
+                assert isinstance(raw, bytes)
+                v = np.frombuffer(raw, dtype=n.dtype.np)
                 bits = int(v.view(n.dtype.uint)[0]) & ~(1 << (n.dtype.bits - 1))
                 assert not np.isnan(v[0]) or bits in (0x7FC00000, 0x7FF8000000000000)
 
@@ -279,3 +289,161 @@ def test_large_tensors_policy_raises_the_element_bound() -> None:
     assert biggest(sample(20, 3, policies=policies.DEFAULT)) <= 256
     large = biggest(sample(20, 3, policies=("large-tensors",)))
     assert 256 < large <= 4096
+
+
+# ------------------------------------------------------------------------------ math-library calls
+
+
+def test_calls_are_generated_as_units(corpus: list[Function]) -> None:
+    """Every function of the library appears, as a call the analysis finds, counted as one op
+    and printed as one call."""
+    seen: collections.Counter[str] = collections.Counter()
+    for fn in corpus:
+        units = calls.analyse(fn)
+        seen.update(c.name for c in units.calls.values())
+        assert op_count(fn) == sum(1 for n in units.nodes if n.op not in LEAF_OPS)
+    assert set(seen) == set(calls.NAMES), seen
+    assert tuple(mathlib.FUNCTIONS) == calls.NAMES  # derived from the library, not restated
+
+
+def _calls_fn() -> Function:
+    """exp of a vector beside an add, tanh of a log, and abs(p1), which sigmoid(p1) uses too."""
+    p0, p1 = param(0, "p0", DType.F32, (3,)), param(1, "p1", DType.F64)
+    e = mathlib.exp(p0)
+    results = [make_node("add", [e, p0]), mathlib.tanh(mathlib.log(p1))]
+    results += [make_node("abs", [p1]), mathlib.sigmoid(p1)]
+    return Function("f", [p0, p1], results)
+
+
+def test_a_call_is_one_unit() -> None:
+    fn = _calls_fn()
+    units = calls.analyse(fn)
+    names = [units.op_name(n) for n in units.nodes if n.op not in LEAF_OPS]
+    assert names == ["exp", "add", "log", "tanh", "abs", "sigmoid"]
+    assert op_count(fn) == 6 and len(fn.nodes()) > 200
+    (tanh,) = [c for c in units.calls.values() if c.name == "tanh"]
+    assert units.operands(tanh.result) == (tanh.arg,) and units.call(tanh.arg) is not None
+    # abs(p1) is inside sigmoid's expansion and a result of its own: visible, not hidden
+    abs_p1 = fn.results[2]
+    assert id(abs_p1) not in units.hidden and units.call(abs_p1) is None
+    assert all(id(n) in units.hidden for n in topo_order([tanh.result], {id(tanh.arg)})[1:-1])
+
+
+def test_calls_print_as_calls() -> None:
+    pytest.importorskip("kera.frontend", reason="kera.frontend (the Kera front end) is missing")
+    fn = _calls_fn()
+    text = to_kera.render(fn, "f")
+    assert "= exp(p0);" in text and "= sigmoid(p1);" in text and "abs(p1)" in text
+    assert "tanh(v" in text and len(text.splitlines()) == 9  # signature, 6 lets, value, }
+    assert to_kera.roundtrip(fn, text) is None
+
+
+def test_a_call_needs_every_op_of_its_expansion() -> None:
+    some = frozenset({Op.ADD, Op.MUL, Op.MAX})
+    prof = policies.profile(())
+    assert not [s for s in allowed_steps(some, prof) if not isinstance(s, Op)]
+    exp_ops = calls.contract_ops("exp")
+    assert "exp" in allowed_steps(exp_ops, prof) and "log" not in allowed_steps(exp_ops, prof)
+    assert {Op.MAX, Op.ROUND, Op.SHL, Op.BITCAST} <= exp_ops  # asked of the expansion
+
+
+def test_shrinking_keeps_a_call_whole() -> None:
+    """Hypothesis deletes everything but the call: one step is one call."""
+    found = find(
+        graphs(policies=ALL_POLICIES),
+        lambda f: f is not None and any(c.name == "tanh" for c in calls.analyse(f).calls.values()),
+        settings=settings(QUIET, max_examples=2000, phases=[Phase.generate, Phase.shrink]),
+        random=__import__("random").Random(0),
+    )
+    assert found is not None
+    assert op_count(found) == 1, to_kera.render(found, "f")
+    (call,) = calls.analyse(found).calls.values()
+    assert call.name == "tanh" and call.arg.op is Op.PARAM and call.arg.shape == ()
+
+
+def test_call_arguments_get_interesting_inputs() -> None:
+    """Half the rows of a call's parameter come from its bands (exp: within the overflow and
+    underflow thresholds, give or take one), where the harness's mix mostly overflows."""
+    p0 = param(0, "p0", DType.F32, (4,))
+    fn = Function("f", [p0], [mathlib.exp(p0)])
+    x = fuzz_inputs(fn, 64, 0)["p0"]
+    body = x[: 64 - 8]
+    assert np.array_equal(x.view(np.uint32), fuzz_inputs(fn, 64, 0)["p0"].view(np.uint32))
+    lim = calls.Limits.of(DType.F32)
+    inside = (body[::2] >= lim.ln_sub - 1) & (body[::2] <= lim.ln_max + 1)
+    assert inside.all()  # every biased row
+    assert (np.abs(body[1::2]) > 200).any()  # the harness's rows are left as they were
+    ranges = calls.ranges("log", DType.F64)
+    assert any(b.lo < 1 < b.hi and b.hi - b.lo < 0.2 for b in ranges.bands)  # near 1
+    assert calls.edges("exp", DType.F32)[0] == pytest.approx(88.72, abs=0.01)
+
+
+# ------------------------------------------------------------------------------ coverage
+
+
+def _coverage_sample(n_examples: int, guided: bool) -> tuple[Coverage, list[Drawn]]:
+    """Graphs of n batches and their coverage; guided: the coverage focuses them, as in a
+    campaign (which counts each batch it checks)."""
+    cov = Coverage(as_ops(None))
+    drawn: list[Drawn] = []
+
+    @settings(QUIET, max_examples=n_examples)
+    @seed(1)
+    @given(batches(policies=policies.DEFAULT, focus=cov if guided else None))
+    def collect(batch: list[Drawn]) -> None:
+        drawn.extend(batch)
+        cov.count(d.fn for d in batch if d.fn is not None)
+
+    collect()
+    return cov, drawn
+
+
+def test_coverage_weights_rare_combinations_up_and_replays() -> None:
+    """With a campaign's coverage every (op, dtype) combination is in a graph within 20 batches
+    (without it, some are not), more are exercised often, an i32 -> f32 conversion is more
+    common, and every focused graph replays from its choices without the coverage object."""
+    plain, _ = _coverage_sample(20, False)
+    guided, drawn = _coverage_sample(20, True)
+    assert plain.missing() and not guided.missing()
+
+    def exercised(cov: Coverage) -> int:
+        return sum(cov.counts[c] >= cov.exercised for c in cov.table)
+
+    assert exercised(guided) > exercised(plain)
+    rare = Combo(Op.CONVERT, DType.I32, DType.F32)
+    assert guided.counts[rare] > plain.counts[rare]
+    for d in drawn[:: len(drawn) // 12]:
+        replayed = _replay_plain(d.choices)
+        assert d.fn is not None and replayed is not None
+        assert replayed.fingerprint == d.fn.fingerprint
+
+
+def _replay_plain(choices: tuple[Any, ...]) -> Function | None:
+    db = InMemoryExampleDatabase()
+    db.save(b"k.secondary", choices_to_bytes(choices))
+    seen: list[Drawn] = []
+
+    @settings(QUIET, database=db, max_examples=2, phases=[Phase.reuse])
+    @given(recorded_graphs(policies=policies.DEFAULT))
+    def replay(x: Drawn) -> None:
+        seen.append(x)
+
+    replay._hypothesis_internal_database_key = b"k"  # type: ignore[attr-defined]
+    replay()
+    return seen[0].fn if seen else None
+
+
+def test_coverage_document_and_table() -> None:
+    cov = Coverage(frozenset({Op.ADD, Op.CONVERT, Op.BROADCAST}))
+    p = param(0, "p0", DType.I32)
+    fn = Function("f", [p], [make_node("convert", [make_node("add", [p, p])], {"to": DType.F32})])
+    cov.count([fn, fn])
+    doc = cov.document()
+    assert doc["rows"]["add"]["i32"] == 2 and doc["rows"]["convert i32"]["f32"] == 2
+    assert "bool" not in doc["rows"]["add"] and doc["rows"]["convert i32"]["bool"] == 0
+    assert "convert i32 -> u64" in doc["never"] and doc["graphs"] == 2
+    text = doc["text"].splitlines()
+    assert text[0].startswith(f"coverage: 0 of {doc['combinations']} (op, dtype) combinations")
+    assert text[1].split() == ["op", *(str(d) for d in DTYPES)]
+    assert text[2].split() == ["add", "0", "2", "0", "0", "0", "0", "-"]
+    assert coverage.render(doc) == doc["text"]

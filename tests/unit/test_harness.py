@@ -75,7 +75,9 @@ def test_bad_inputs_exit_2_and_keep_other_results(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c")
     (corpus / "broken.keg").write_bytes(b"KEG\0garbage")
     (corpus / "unreadable.kera").mkdir()  # a directory named like a source file is skipped...
-    np.savez(corpus / "a.inputs.npz", **{"ints.i": np.zeros((5, 2), np.int32)})  # wrong shape
+    # Any: numpy's stub would match a dict of arrays against savez's allow_pickle: bool
+    wrong_shape: dict[str, Any] = {"ints.i": np.zeros((5, 2), np.int32)}
+    np.savez(corpus / "a.inputs.npz", **wrong_shape)
     code, doc = run_json(
         tmp_path, str(corpus), str(tmp_path / "nope.kera"), "--targets", "ref,nosuch"
     )
@@ -91,7 +93,8 @@ def test_bad_inputs_exit_2_and_keep_other_results(tmp_path: Path) -> None:
 def test_companion_npz_inputs_are_used(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "c")
     i = np.array([[7, 0, -1]], np.int32)
-    np.savez(corpus / "a.inputs.npz", **{"ints.i": i})
+    arrays: dict[str, Any] = {"ints.i": i}  # Any: as in the test above (savez's stub)
+    np.savez(corpus / "a.inputs.npz", **arrays)
     code, doc = run_json(tmp_path, str(corpus), "--targets", "ref")
     ints = next(c for c in doc["cases"] if c["function"] == "ints")
     assert ints["inputs"]["source"] == "npz" and ints["inputs"]["n"] == 1

@@ -23,7 +23,10 @@ from kera.ir import FunctionBuilder
 
 N = int(os.environ.get("KERA_ORACLE_CASES", "100000"))
 FT = {32: DType.F32, 64: DType.F64}
-SF = {32: (sf.Float32, 4), 64: (sf.Float64, 8)}
+SF: dict[int, tuple[type[sf.Float32] | type[sf.Float64], int]] = {
+    32: (sf.Float32, 4),
+    64: (sf.Float64, 8),
+}
 NEAR = sf.RoundingMode.NEAR_EVEN
 
 
@@ -193,7 +196,13 @@ def test_int_to_float(src: DType, width: int) -> None:
     rng = np.random.default_rng([src.code, width])
     v = int_edges(rng, src, N)
     to_sf = getattr(sf, f"{INTS[src]}_to_f{width}")
-    ctor = {"i32": sf.Int32, "i64": sf.Int64, "ui32": sf.UInt32, "ui64": sf.UInt64}[INTS[src]]
+    ctors: dict[str, type[sf.Int32 | sf.Int64 | sf.UInt32 | sf.UInt64]] = {
+        "i32": sf.Int32,
+        "i64": sf.Int64,
+        "ui32": sf.UInt32,
+        "ui64": sf.UInt64,
+    }
+    ctor = ctors[INTS[src]]
     nb = src.nbytes
     expected = [
         sbits(to_sf(ctor.from_bytes(int(x).to_bytes(nb, "big", signed=src.is_signed))))

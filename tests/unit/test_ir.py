@@ -38,7 +38,7 @@ def test_identical_nodes_are_one_object() -> None:
 def test_nodes_are_immutable() -> None:
     n = const(1, DType.I32)
     with pytest.raises(AttributeError):
-        n.op = "add"  # type: ignore[misc, assignment]
+        n.op = "add"  # type: ignore[assignment]
 
 
 def test_fingerprint_is_stable_across_processes_and_hash_seeds() -> None:
@@ -144,11 +144,12 @@ def test_equal_but_differently_typed_attribute_values_hash_apart() -> None:
     """The attribute encoding cache is keyed by value types: 1 == True and DType.F32 == "f32"
     in Python, but their canonical encodings (and so the node hashes) differ."""
     from kera.ir import Node
-    from kera.ops import Op, TensorType
+    from kera.ops import AttrValue, Op, TensorType
 
     t = TensorType(DType.F32, (4,))
     x = make_node("neg", [FunctionBuilder("f").param("x", DType.F32, [4, 4])])
-    for a, b in [(1, True), (DType.F32, "f32"), (0, False)]:
+    pairs: list[tuple[AttrValue, AttrValue]] = [(1, True), (DType.F32, "f32"), (0, False)]
+    for a, b in pairs:
         first = Node(Op.SUM, t, (x,), (("axis", a),))
         second = Node(Op.SUM, t, (x,), (("axis", b),))
         assert first is not second and first.hash != second.hash, (a, b)

@@ -396,13 +396,13 @@ def test_guarded_division_by_zero_does_not_execute() -> None:
 def test_integer_mul_forms_and_wrapping() -> None:
     got = binary("mul.wide.s32 %d, %a, %b;", "s32", "s64", [2**32 - 3], [2**31 - 1])
     assert got == [(-3 * (2**31 - 1)) % 2**64]
-    got = run(
+    regs = run(
         "mul.wide.s32 %d, %a, %b;",
         {"%a": "s32", "%b": "s32"},
         {"%d": "s64"},
         {"%a": [2**32 - 3], "%b": [2**31 - 1]},
     )
-    assert got["%d"] == [(-3 * (2**31 - 1)) % 2**64]
+    assert regs["%d"] == [(-3 * (2**31 - 1)) % 2**64]
     assert binary("mul.hi.u32 %d, %a, %b;", "u32", "u32", [2**32 - 1], [2**32 - 1]) == [2**32 - 2]
     assert binary("mul.hi.s32 %d, %a, %b;", "s32", "s32", [2**32 - 1], [2]) == [2**32 - 1]
     assert binary("mul.lo.s64 %d, %a, %b;", "s64", "s64", [2**63 + 1], [2]) == [2]
@@ -410,13 +410,13 @@ def test_integer_mul_forms_and_wrapping() -> None:
     assert unary("abs.s32 %d, %a;", "s32", "s32", [2**31, 2**32 - 5]) == [2**31, 5]
     assert binary("min.s32 %d, %a, %b;", "s32", "s32", [2**32 - 1], [1]) == [2**32 - 1]
     assert binary("min.u32 %d, %a, %b;", "u32", "u32", [2**32 - 1], [1]) == [1]
-    got = run(
+    regs = run(
         "mad.lo.u32 %d, %a, %b, %c;",
         {"%a": "u32", "%b": "u32", "%c": "u32"},
         {"%d": "u32"},
         {"%a": [2**31], "%b": [2], "%c": [7]},
     )
-    assert got["%d"] == [7]
+    assert regs["%d"] == [7]
 
 
 # -- comparisons (9.7.6.2) -------------------------------------------------------------------

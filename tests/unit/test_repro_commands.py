@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ PLUGINS = Path(__file__).parent / "plugins" / "fake_targets.py"
 SOURCE = "export fn mins(x: f32[8], y: f32[8]) -> f32[8] { min(x, y) }\n"
 
 
-def run_doc(tmp_path: Path, *args: str) -> tuple[int, dict[str, object]]:
+def run_doc(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
     out = tmp_path / "o.json"
     code = main(["run", *args, "-q", "--no-cache", "--format", "json", "--output", str(out)])
     return code, json.loads(out.read_text())
@@ -50,7 +51,7 @@ def test_printed_repro_reproduces_the_verdict(
     src.write_text(SOURCE)
     spec = f"{PLUGINS}:{plugin}"
     got, doc = run_doc(tmp_path, str(src), "--targets", "ref", "--backend-plugin", spec, *extra)
-    (case,) = doc["cases"]  # type: ignore[misc]
+    (case,) = doc["cases"]
     assert case["verdict"] == verdict and got == code
     command = case["repro"]
     assert spec in command and "--targets" in command
@@ -69,10 +70,12 @@ def test_repro_with_a_companion_npz(tmp_path: Path) -> None:
     src = tmp_path / "case.kera"
     src.write_text(SOURCE)
     x = np.array([[0.0, -0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]], np.float32)
-    np.savez(tmp_path / "case.inputs.npz", **{"mins.x": -x, "mins.y": x})
+    # Any: numpy's stub would match a dict of arrays against savez's allow_pickle: bool
+    arrays: dict[str, Any] = {"mins.x": -x, "mins.y": x}
+    np.savez(tmp_path / "case.inputs.npz", **arrays)
     spec = f"{PLUGINS}:Minss"
     got, doc = run_doc(tmp_path, str(src), "--targets", "ref", "--backend-plugin", spec)
-    (case,) = doc["cases"]  # type: ignore[misc]
+    (case,) = doc["cases"]
     assert case["inputs"]["source"] == "npz" and "--seed" not in case["repro"]
     again, out = rerun(case["repro"], tmp_path)
     assert again == got

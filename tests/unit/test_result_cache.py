@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,7 +31,7 @@ def corpus(root: Path) -> Path:
     return root
 
 
-def run(tmp_path: Path, cache: Path, plugin: Path = PLUGINS) -> tuple[int, dict[str, object]]:
+def run(tmp_path: Path, cache: Path, plugin: Path = PLUGINS) -> tuple[int, dict[str, Any]]:
     out = tmp_path / "out.json"
     args = ["run", str(corpus(tmp_path / "c")), "--targets", "ref", "-q", "--inputs", "16"]
     args += ["--backend-plugin", f"{plugin}:Clone", "--format", "json", "--output", str(out)]
@@ -53,11 +55,16 @@ def _flip(p: Path) -> None:
     p.write_bytes(bytes(data))
 
 
-DAMAGE = {
+def _to_directory(p: Path) -> None:
+    p.unlink()
+    p.mkdir()
+
+
+DAMAGE: dict[str, Callable[[Path], object]] = {
     "flipped": _flip,
     "truncated": lambda p: p.write_bytes(p.read_bytes()[:100]),
     "empty": lambda p: p.write_bytes(b""),
-    "directory": lambda p: (p.unlink(), p.mkdir()),
+    "directory": _to_directory,
     "garbage": lambda p: p.write_bytes(b"PK\x03\x04" + b"\xff" * 64),
 }
 
@@ -81,7 +88,7 @@ def test_a_poisoned_entry_never_changes_a_verdict(tmp_path: Path, cache: Path) -
     cache key would write them: they must not make the run agree on wrong digests."""
     code, doc = run(tmp_path, cache)
     assert code == 0
-    truth = doc["cases"][0]["targets"]["ref"]["outputs"][0]["sha256"]  # type: ignore[index]
+    truth = doc["cases"][0]["targets"]["ref"]["outputs"][0]["sha256"]
     for p in entries(cache):
         with np.load(p) as z:
             meta = z["meta"]
@@ -91,7 +98,7 @@ def test_a_poisoned_entry_never_changes_a_verdict(tmp_path: Path, cache: Path) -
     code, again = run(tmp_path, cache)
     assert code == 0
     for t in ("ref", "clone"):
-        assert again["cases"][0]["targets"][t]["outputs"][0]["sha256"] == truth  # type: ignore[index]
+        assert again["cases"][0]["targets"][t]["outputs"][0]["sha256"] == truth
 
 
 def test_outputs_of_the_wrong_shape_are_a_miss(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def test_uleb_rejects_negative() -> None:
 
 # ----------------------------------------------------------------------------- opcode table
 
-SAMPLE_IMM = {
+SAMPLE_IMM: dict[Imm, tuple[int | bytes, ...]] = {
     Imm.NONE: (), Imm.BLOCK: (blocktype(F32),), Imm.LABEL: (0,), Imm.FUNC: (0,),
     Imm.LOCAL: (0,), Imm.I32: (-5,), Imm.I64: (1 << 40,), Imm.F32: (0x7FC01234,),
     Imm.F64: (0x3FF8000000000000,), Imm.V128: (bytes(range(16)),),

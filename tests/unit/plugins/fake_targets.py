@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from kera.interp import interpret
 from kera.ops import Op
@@ -32,13 +33,17 @@ class Clone(_Base):
         return interpret(fn, inputs)
 
 
+def _minss(_node: Any, a: NDArray[Any], b: NDArray[Any]) -> NDArray[Any]:
+    return np.where(a < b, a, b)
+
+
 class Minss(_Base):
     """x86 MINSS: min returns the second operand unless a < b (NaN and -0 rules broken)."""
 
     name = "minss"
 
     def run(self, fn: Any, inputs: Any) -> Any:
-        return interpret(fn, inputs, overrides={"min": lambda n, a, b: np.where(a < b, a, b)})
+        return interpret(fn, inputs, overrides={"min": _minss})
 
 
 class Crash(_Base):
