@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_frontend_fuzz import mutations
 
 from kera.frontend import compile_source, format_result, parse_source
 from kera.syntax.diagnostics import decode_source
@@ -69,26 +70,8 @@ def significant(data: bytes) -> list[bytes]:
     return [t.text(i) for i, k in enumerate(t.kinds) if k != K.WHITESPACE]
 
 
-@st.composite
-def mutated(draw: st.DrawFn) -> bytes:
-    data = bytearray(draw(st.sampled_from(SEEDS)))
-    for _ in range(draw(st.integers(1, 4))):
-        i = draw(st.integers(0, len(data)))
-        j = draw(st.integers(i, min(len(data), i + 12)))
-        action = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if action == "delete":
-            del data[i:j]
-        elif action == "insert":
-            data[i:i] = draw(TOKENS)
-        elif action == "replace":
-            data[i:j] = draw(TOKENS)
-        else:
-            data[i:i] = data[i:j]
-    return bytes(data)
-
-
 @settings(max_examples=300)
-@given(mutated())
+@given(mutations(SEEDS, TOKENS))
 def test_mutated_control_programs(data: bytes) -> None:
     check(data)
 

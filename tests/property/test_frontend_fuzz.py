@@ -77,26 +77,32 @@ TOKENS = st.sampled_from(
 )  # fmt: skip
 
 
-@st.composite
-def mutated(draw: st.DrawFn) -> bytes:
-    data = bytearray(draw(st.sampled_from(SEEDS)))
-    for _ in range(draw(st.integers(1, 4))):
-        i = draw(st.integers(0, len(data)))
-        j = draw(st.integers(i, min(len(data), i + 12)))
-        action = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if action == "delete":
-            del data[i:j]
-        elif action == "insert":
-            data[i:i] = draw(TOKENS)
-        elif action == "replace":
-            data[i:j] = draw(TOKENS)
-        else:
-            data[i:i] = data[i:j]
-    return bytes(data)
+def mutations(seeds: list[bytes], tokens: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    """One of ``seeds`` with 1-4 edits: spans deleted, replaced by or inserted with ``tokens``,
+    or duplicated (shared with ``test_control_fuzz.py``)."""
+
+    @st.composite
+    def mutated(draw: st.DrawFn) -> bytes:
+        data = bytearray(draw(st.sampled_from(seeds)))
+        for _ in range(draw(st.integers(1, 4))):
+            i = draw(st.integers(0, len(data)))
+            j = draw(st.integers(i, min(len(data), i + 12)))
+            action = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
+            if action == "delete":
+                del data[i:j]
+            elif action == "insert":
+                data[i:i] = draw(tokens)
+            elif action == "replace":
+                data[i:j] = draw(tokens)
+            else:
+                data[i:i] = data[i:j]
+        return bytes(data)
+
+    return mutated()
 
 
 @settings(max_examples=300)
-@given(mutated())
+@given(mutations(SEEDS, TOKENS))
 def test_mutated_programs(data: bytes) -> None:
     check(data)
 
