@@ -180,6 +180,9 @@ def text_report(doc: dict[str, Any]) -> str:
             lines.append(f"  {x['signature']:<{width}}  {x['count']:>5} hits  {ops:>6}  {where}")
     if s["interrupted"]:
         lines.append("interrupted: the reproducers of signatures not yet shrunk were not saved")
+    coverage = doc.get("coverage")
+    if coverage and coverage.get("text"):
+        lines += ["", str(coverage["text"]).rstrip()]
     return "\n".join(lines) + "\n"
 
 
