@@ -13,7 +13,10 @@ Execution.  Each target runs a list of cases in one call through ``keracheck.wor
 (the back end's ``run_many``, one toolchain call for the batch): in a warm child process
 (``workers.WarmWorker``; a crash or hang costs that batch, which ``run_isolated`` then re-runs
 case by case), or in this process when isolation is off (tests of plugins).  ``ref`` always
-runs here: it is the oracle.
+runs here: it is the oracle.  Jobs carry the function itself (``Job.fn``, pickled), not its
+``.keg`` bytes: a fuzzed graph lives for one batch, and the ``.keg`` round trip was most of
+what a pure-Python target paid over ``ref``; ``keracheck run`` (and so every reproducer's
+replay) keeps the ``.keg`` path.
 
 Signature.  For a case on which target ``t`` disagrees with ``ref`` (or fails), the *culprit*
 is a node that diverges while every operation feeding it agrees: the op at the root of the
@@ -43,10 +46,9 @@ from typing import Any
 
 import numpy as np
 
-from kera import keg
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, Graph, Node
+from kera.ir import Function, Node
 from kera.ops import Op
 from kera.passes import PassError
 from keracheck import inputs as inputs_mod
@@ -206,7 +208,8 @@ class Runner:
                     if reason is not None:
                         out[c.key] = Declined(reason)
             run = [c for c in cases if c.key not in out]
-            jobs = [Job(c.key, keg.dumps(Graph([c.fn])), c.fn.name, c.inputs) for c in run]
+            # the function itself, not .keg bytes (module docstring, "Execution")
+            jobs = [Job(c.key, b"", c.fn.name, c.inputs, fn=c.fn) for c in run]
             done: Mapping[str, JobResult] = {}
             if jobs:
                 done = self.worker.run(jobs) if self.worker else execute(self.target.spec, jobs, 1)
