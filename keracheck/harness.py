@@ -233,7 +233,9 @@ def _level_checks(
     checks: dict[str, list[dict[str, Any]]] = {}
     if opts.opt_levels == (0,):
         for c in cases:
-            checks[c.key] = levels.ref_check(c, extra)
+            ran = results.get("ref", {}).get(c.key)
+            outputs = ran.outputs[0] if isinstance(ran, JobResult) and _ok(ran) else None
+            checks[c.key] = levels.ref_check(c, extra, outputs)
     culprits: dict[tuple[str, str], str | None] = {}
     for t, opt in plan:
         if opt is None:

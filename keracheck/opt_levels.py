@@ -127,11 +127,15 @@ def culprit(
     return first_differing(want, [(name, o) for (name, _), o in zip(changed, outs, strict=True)])
 
 
-def ref_check(case: Case, extra: Sequence[passes.Pass]) -> list[dict[str, Any]]:
+def ref_check(
+    case: Case, extra: Sequence[passes.Pass], base: Sequence[Array] | None = None
+) -> list[dict[str, Any]]:
     """``-O0`` against ``-O2`` on the reference interpreter, in this process: the
-    ``opt-level`` divergences (none when they agree), each naming the culprit pass."""
+    ``opt-level`` divergences (none when they agree), each naming the culprit pass.  ``base``:
+    the ``-O0`` outputs when the ``ref`` target already computed them."""
     pipeline = passes.pipeline(REF_CHECK_LEVEL, extra)
-    base = interpret(case.fn, case.inputs)
+    if base is None:
+        base = interpret(case.fn, case.inputs)
     try:
         opt = passes.optimize(case.fn, pipeline).function
     except passes.PassError as e:

@@ -460,10 +460,10 @@ class Campaign:
         if not level or f.final is None:
             return None
         case = f.final.case
-        want = self.oracle.runners[levels.split_id(tid)[0]].run([case])[0]
+        runner = self.oracle.runners[levels.split_id(tid)[0]]
+        want = runner.run([case])[0]
         if want is None or isinstance(want, str):
             return None
-        runner = self.oracle.runners[levels.split_id(tid)[0]]
 
         def run_all(fns: list[Function]) -> list[Sequence[Array] | None]:
             got = runner.run([Case(fn, case.inputs) for fn in fns])

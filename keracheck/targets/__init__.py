@@ -10,16 +10,13 @@ zero-argument factory, or a ready instance.
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-import importlib.util
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from kera.plugins import PluginSpecError, import_attr
+from kera.plugins import PluginSpecError, import_attr, instance, split_spec
 from keracheck.target import API_VERSION, Backend
 
 BUILTIN: dict[str, str] = {
@@ -61,20 +58,12 @@ class Target:
         return self.backend is not None and self.reason is None
 
 
-def _import_attr(spec: str) -> Any:
-    try:
-        return import_attr(spec)
-    except PluginSpecError as e:
-        raise TargetError(str(e)) from None
-
-
 def instantiate(spec: str) -> Backend:
     """The back end a spec names, checked against the plugin interface."""
-    obj = _import_attr(spec)
-    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")):
-        backend = obj()  # a class or a zero-argument factory
-    else:
-        backend = obj
+    try:
+        backend = instance(import_attr(spec))
+    except PluginSpecError as e:
+        raise TargetError(str(e)) from None
     missing = [
         m
         for m in ("name", "api_version", "available", "supported_ops", "run")
@@ -174,12 +163,11 @@ def close_hosts() -> None:
 
 
 def _import_attr_check(spec: str) -> None:
-    """The syntax checks of a spec that need no import (usage errors, exit 2)."""
-    mod_name, sep, attr = spec.rpartition(":")
-    if not sep or not mod_name or not attr:
-        raise TargetError(f"plugin spec '{spec}' must be 'module:attr' or 'path/to/file.py:Class'")
-    if mod_name.endswith(".py") and not Path(mod_name).is_file():
-        raise TargetError(f"plugin file '{mod_name}' does not exist")
+    """The checks of a spec that need no import (usage errors, exit 2)."""
+    try:
+        split_spec(spec)
+    except PluginSpecError as e:
+        raise TargetError(str(e)) from None
 
 
 def default_ids(specs: dict[str, str]) -> list[str]:

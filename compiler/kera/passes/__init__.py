@@ -25,7 +25,7 @@ from kera.ir import Function, Graph
 from kera.passes import cse, fold, simplify
 from kera.passes.manager import Outcome, Pass, PassError, PassManager, PassStat
 from kera.passes.validate import InvariantError, validate
-from kera.plugins import PluginSpecError, import_attr
+from kera.plugins import PluginSpecError, import_attr, instance
 
 ENTRY_POINT_GROUP = "kera.passes"
 
@@ -49,10 +49,9 @@ def as_pass(obj: Any, where: str) -> Pass:
     anything with ``name``/``NAME``, ``version``/``VERSION`` and ``run(fn)``."""
     if isinstance(obj, Pass):
         return obj
-    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")):
-        obj = obj()
-        if isinstance(obj, Pass):
-            return obj
+    obj = instance(obj)
+    if isinstance(obj, Pass):
+        return obj
     name = getattr(obj, "name", getattr(obj, "NAME", None))
     version = getattr(obj, "version", getattr(obj, "VERSION", 1))
     run = getattr(obj, "run", None)
