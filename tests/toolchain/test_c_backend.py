@@ -649,6 +649,7 @@ def test_c_program_links_and_guards_the_fp_environment(target: str, tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)  # hours by design; no per-test limit
 @pytest.mark.parametrize("target", TARGETS)
 def test_fma_edge_biased(target: str) -> None:
     """100k edge-biased fma cases per width (a third cancelling), against the interpreter (whose

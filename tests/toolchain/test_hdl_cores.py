@@ -197,6 +197,7 @@ UNARY_F32 = [
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)  # hours by design; no per-test limit
 @pytest.mark.parametrize("name", UNARY_F32)
 def test_exhaustive_unary_f32(name: str, tmp_path: Path) -> None:
     """All 2**32 inputs of one unary f32 core (Verilator), in chunks of 2**24."""

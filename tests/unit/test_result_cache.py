@@ -132,9 +132,11 @@ def _hammer(root: str, key: str, seed: int, rounds: int) -> int:
 def test_concurrent_writers_and_readers_never_see_a_broken_entry(tmp_path: Path) -> None:
     root, key = str(tmp_path), "ef" * 32
     ResultCache(root).secret()  # the key exists before the writers start
-    ctx = mp.get_context("fork")
+    # spawn, not fork: forking the test process (which may hold other threads' locks) can hang
+    # a child for ever; the bounded wait turns any hang into a failure.
+    ctx = mp.get_context("spawn")
     with ctx.Pool(4) as pool:
-        bad = pool.starmap(_hammer, [(root, key, s, 60) for s in range(4)])
+        bad = pool.starmap_async(_hammer, [(root, key, s, 60) for s in range(4)]).get(timeout=300)
     assert sum(bad) == 0
     assert not [p for p in (tmp_path / "ef").iterdir() if p.name.startswith(".")]  # no temps
 
