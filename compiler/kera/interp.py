@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kera.ir import Function, Node
+from kera.ir import Function, Node, loop_body, loop_group
 from kera.ops import Op
 from kera.semantics import LEAVES, SEMANTICS
 
@@ -57,10 +57,37 @@ def interpret(
     table: dict[Op, Override] = dict(SEMANTICS)
     for name, f in (overrides or {}).items():
         table[Op(name)] = f
+    return _run(fn, inputs, table, n)
+
+
+def _run(
+    fn: Function, inputs: Mapping[str, Array], table: Mapping[Op, Override], n: int
+) -> list[Array]:
     env: dict[int, Array] = {}
+    loops: dict[tuple[Any, ...], list[Array]] = {}
     for node in fn.nodes():
-        env[id(node)] = _eval(node, env, inputs, table, n)
+        if node.op is Op.LOOP:
+            key = loop_group(node)
+            if key not in loops:
+                loops[key] = _loop(node, [env[id(i)] for i in node.inputs], table, n)
+            env[id(node)] = loops[key][node.int_attr("result")]
+        else:
+            env[id(node)] = _eval(node, env, inputs, table, n)
     return [env[id(r)] for r in fn.results]
+
+
+def _loop(node: Node, operands: list[Array], table: Mapping[Op, Override], n: int) -> list[Array]:
+    """Every carried value after the last iteration: iterations run in order, each a whole
+    evaluation of the body on the previous iteration's values (``docs/semantics.md``, Loops)."""
+    body = loop_body(node)
+    lo, trips = node.int_attr("lo"), node.int_attr("trips")
+    k = len(body.results)
+    names = body.param_names()
+    carried, captured = operands[:k], operands[k:]
+    for i in range(lo, lo + trips):
+        index = np.full((n,), i, dtype=np.int32)
+        carried = _run(body, dict(zip(names, [index, *carried, *captured], strict=True)), table, n)
+    return carried
 
 
 def _eval(

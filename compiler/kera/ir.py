@@ -5,7 +5,8 @@ Canonical encodings (all integers little-endian; ``str`` is a u32 byte length th
     type   = u8 dtype code, u8 rank, rank x u32 dim
     attr   = str key, u8 tag, payload       tags: 1 int (i64) | 2 bool (u8 0/1) | 3 str |
                                                4 dtype (u8 code) | 5 ints (u32 n, n x i64) |
-                                               6 bytes (u32 n, n bytes)
+                                               6 bytes (u32 n, n bytes) |
+                                               7 region (its 32-byte region hash)
     node   = u16 schema version (1), str opcode, u32 n_outputs (1), type per output,
              u32 n_inputs, 32-byte input node hash per input (ordered),
              u32 n_attrs, attr per entry, sorted by key bytes (keys unique)
@@ -17,6 +18,12 @@ Hashes are SHA3-256 over a domain prefix and the canonical bytes: ``kera/type\\0
 constant is its raw bytes, so NaN payloads and -0.0 are kept.  The *fingerprint* of an exported
 function is its region hash: it covers every node the results depend on (callees are inlined
 by the front end), parameter names and types included, and not the function's own name.
+
+A ``loop`` node holds its body, a region, in its ``body`` attribute, so the body's region hash
+is part of the loop node's hash.  A body's parameters are the index, the carried values and the
+values it captures, named ``_0``, ``_1``, ... by position (:func:`loop` builds them): renaming
+a loop's index or carried names in the source does not change a fingerprint, while changing
+the trip count, an initial value or one op of the body does.
 
 Nodes are immutable and interned: building a node identical to a live one returns that node
 (common subexpressions are merged by construction), and node identity is content identity.
@@ -38,7 +45,17 @@ import numpy as np
 
 from kera import limits
 from kera.dtypes import BY_CODE, DType
-from kera.ops import AttrValue, Op, Shape, TensorType, TypeRuleError, check_shape, infer
+from kera.ops import (
+    MAX_LOOP_DEPTH,
+    AttrValue,
+    Op,
+    Region,
+    Shape,
+    TensorType,
+    TypeRuleError,
+    check_shape,
+    infer,
+)
 
 SCHEMA_VERSION = 1
 DOMAIN_TYPE = b"kera/type\0"
@@ -98,6 +115,7 @@ class AttrTag(enum.IntEnum):
     DTYPE = 4
     INTS = 5
     BYTES = 6
+    REGION = 7
 
 
 def enc_attr_value(v: AttrValue, string: Callable[[str], bytes] = enc_str) -> bytes:
@@ -115,6 +133,8 @@ def enc_attr_value(v: AttrValue, string: Callable[[str], bytes] = enc_str) -> by
         return _u8(AttrTag.INTS) + _u32(len(v)) + b"".join(_i64(x) for x in v)
     if isinstance(v, bytes):
         return _u8(AttrTag.BYTES) + _u32(len(v)) + v
+    if isinstance(v, Region):
+        return _u8(AttrTag.REGION) + v.region_hash
     raise IRError(f"attribute value {v!r} has no canonical encoding")
 
 
@@ -131,7 +151,7 @@ def normalize_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, AttrValue], ..
                 raise IRError(f"attribute '{k}' has an element outside i64")
         elif isinstance(v, int) and not isinstance(v, bool) and not -(1 << 63) <= v < (1 << 63):
             raise IRError(f"attribute '{k}' = {v} does not fit in i64")
-        elif not isinstance(v, bool | int | str | DType | bytes):
+        elif not isinstance(v, bool | int | str | DType | bytes | Region):
             raise IRError(f"attribute '{k}' has unsupported value {v!r}")
         out.append((k, v))
     return tuple(out)
@@ -278,6 +298,11 @@ class Node:
                 return v
         raise KeyError(name)
 
+    def int_attr(self, name: str) -> int:
+        v = self.attr(name)
+        assert isinstance(v, int)
+        return v
+
     @property
     def hex(self) -> str:
         return self.hash.hex()
@@ -362,10 +387,14 @@ def topo_order(results: Iterable[Node], stop: Collection[int] = frozenset()) -> 
     return order
 
 
-class Function:
-    """A region: ordered parameters, results, and everything the results depend on."""
+class Function(Region):
+    """A region: ordered parameters, results, and everything the results depend on.  An
+    exported function is one; so is a loop's body.
 
-    __slots__ = ("_nodes", "name", "params", "region_hash", "results")
+    ``work`` counts the elements the region computes when run once, a loop's body counted once
+    per iteration (nested loops multiplied out); ``depth`` is how deeply loops nest in it."""
+
+    __slots__ = ("_nodes", "depth", "name", "params", "region_hash", "results", "work")
 
     def __init__(self, name: str, params: Sequence[Node], results: Sequence[Node]) -> None:
         self.name = check_name(name, "function")
@@ -386,6 +415,14 @@ class Function:
             raise IRError(
                 f"function '{name}' computes {total:,} elements in all; the limit is {cap:,} "
                 f"per function ({limits.hint('function_elements')})"
+            )
+        self.depth, self.work = _loop_measure(self._nodes, total)
+        if self.depth > MAX_LOOP_DEPTH:
+            raise IRError(f"loops nest {self.depth} deep in '{name}'; at most {MAX_LOOP_DEPTH}")
+        if self.work > cap:
+            raise IRError(
+                f"'{name}' computes {self.work:,} elements in all when its loops run (trip "
+                f"count x body size); the limit is {cap:,} ({limits.hint('function_elements')})"
             )
         known = set(map(id, self.params))
         for n in self._nodes:
@@ -414,6 +451,98 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<Function {self.name} {self.fingerprint[:12]}>"
+
+
+def _loop_measure(nodes: Sequence[Node], total: int) -> tuple[int, int]:
+    """(nesting depth, work) of a region's nodes: a loop group counts its body's work once per
+    trip (its sibling nodes, one per carried value, share one run)."""
+    depth, work, seen = 0, total, set()
+    for n in nodes:
+        if n.op is Op.LOOP:
+            body = n.attr("body")
+            assert isinstance(body, Function)
+            depth = max(depth, body.depth + 1)
+            key = loop_group(n)
+            if key not in seen:
+                seen.add(key)
+                trips = n.attr("trips")
+                assert isinstance(trips, int)
+                work += trips * body.work
+    return depth, work
+
+
+def loop_group(node: Node) -> tuple[Any, ...]:
+    """What the sibling nodes of one loop share (all but ``result``): back ends and the
+    interpreter run a loop once per group and take each carried value from that one run."""
+    return (tuple(map(id, node.inputs)), *[v for k, v in node.attr_items if k != "result"])
+
+
+def loop_body(node: Node) -> Function:
+    body = node.attr("body")
+    assert isinstance(body, Function)
+    return body
+
+
+_SERIAL = [0]
+
+
+def loop(
+    lo: int,
+    trips: int,
+    inits: Sequence[Node],
+    body: Callable[[Node, list[Node]], Sequence[Node]],
+) -> list[Node]:
+    """``for i in lo..lo+trips with (carried = inits) { body }``: the carried values after the
+    last iteration, one node per carried value (``trips`` is at least 1).
+
+    ``body(i, carried)`` builds the next carried values from the index and the current ones,
+    and may use any other node directly.  The body is then *closed*: every value it uses that
+    does not depend on the index or the carried values (and is not made of constants alone) is
+    computed once, outside, and becomes a captured operand — loop-invariant code is hoisted by
+    construction, and the body's form depends only on what it computes.
+    """
+    _SERIAL[0] += 1
+    tag = f"_loop{_SERIAL[0]}_"
+    holders = [param(0, tag + "i", DType.I32)]
+    holders += [param(1 + k, f"{tag}{k}", v.dtype, v.shape) for k, v in enumerate(inits)]
+    results = list(body(holders[0], holders[1:]))
+    if len(results) != len(inits):
+        raise IRError(f"a loop body gives {len(results)} values for {len(inits)} carried")
+    captures, closed = _close(holders, results)
+    attrs = {"lo": lo, "trips": trips, "body": closed}
+    operands = [*inits, *captures]
+    return [make_node(Op.LOOP, operands, {**attrs, "result": k}) for k in range(len(inits))]
+
+
+def _close(holders: list[Node], results: list[Node]) -> tuple[list[Node], Function]:
+    """The captured outer values and the closed body (see :func:`loop`)."""
+    varying = set(map(id, holders))
+    constant: set[int] = set()
+    captures: dict[int, Node] = {}
+    order = topo_order(results)
+    for n in order:
+        if n.op is Op.PARAM:
+            continue
+        if any(id(i) in varying for i in n.inputs):
+            varying.add(id(n))
+        elif n.op in (Op.CONST, Op.IOTA) or all(id(i) in constant for i in n.inputs):
+            constant.add(id(n))
+    for n in [*order, *results]:  # captured: outer values a varying node (or a result) uses
+        uses = n.inputs if id(n) in varying else ()
+        for x in [*uses, *([n] if n in results else [])]:
+            if id(x) not in varying and id(x) not in constant and id(x) not in captures:
+                captures[id(x)] = x
+    k = len(holders)
+    params = [param(i, f"_{i}", h.dtype, h.shape) for i, h in enumerate(holders)]
+    params += [param(k + j, f"_{k + j}", c.dtype, c.shape) for j, c in enumerate(captures.values())]
+    new: dict[int, Node] = {id(h): p for h, p in zip(holders, params, strict=False)}
+    new.update({i: p for i, p in zip(captures, params[k:], strict=True)})
+    for n in order:
+        if id(n) in varying and id(n) not in new:
+            ins = tuple(new.get(id(i), i) for i in n.inputs)
+            new[id(n)] = Node(n.op, n.type, ins, n.attr_items)
+    # Function() refuses a placeholder left in the body (a parameter it does not declare)
+    return list(captures.values()), Function("body", params, [new.get(id(r), r) for r in results])
 
 
 @dataclass(frozen=True)
@@ -509,11 +638,15 @@ __all__ = [
     "Node",
     "Op",
     "Provenance",
+    "Region",
     "TensorType",
     "TypeRuleError",
     "const",
     "const_bytes",
     "const_value",
+    "loop",
+    "loop_body",
+    "loop_group",
     "make_node",
     "param",
     "topo_order",

@@ -12,10 +12,12 @@ Byte layout (little-endian; full description in docs/keg-format.md)::
     2 TYPES    u32 n; n x (u8 dtype code, u8 rank, rank x u32 dim)
     3 ATTRS    u32 n; n x attribute set: u32 m; m x (u32 key string, u8 tag, payload)
                tags: 1 i64 | 2 u8 bool | 3 u32 string | 4 u8 dtype | 5 u32 k, k x i64 |
-                     6 u32 k, k bytes
+                     6 u32 k, k bytes | 7 u32 region (a loop's body)
     4 NODES    u32 n; n x (u32 opcode string, u32 type, u32 attribute set, u32 k,
                            k x u32 input node index, each < this node's index)
     5 REGIONS  u32 n; n x (u32 p, p x u32 param node, u32 r, r x u32 result node)
+               loop bodies and exported functions, in the order their last node is written
+               (a body's nodes come before the loop node that holds it)
     6 EXPORTS  u32 n; n x (u32 name string, u32 region, 32-byte fingerprint)
     7 PROVENANCE (version 2) u32 p; p x (u32 len, UTF-8 "pass@version");
                u32 n (= exports); n x 32-byte source fingerprint (before any pass)
@@ -47,7 +49,16 @@ from kera.ir import (
     enc_attr_value,
     normalize_attrs,
 )
-from kera.ops import ATTRS, AttrValue, Op, TensorType, TypeRuleError, check_shape, infer
+from kera.ops import (
+    ATTRS,
+    AttrValue,
+    Op,
+    Region,
+    TensorType,
+    TypeRuleError,
+    check_shape,
+    infer,
+)
 
 MAGIC = b"KEG\0"
 VERSION = 1  # a graph as the front end built it
@@ -90,41 +101,71 @@ def _u32(x: int) -> bytes:
     return struct.pack("<I", x)
 
 
-def dumps(graph: Graph) -> bytes:
-    strings: _Table[str] = _Table()
-    types: _Table[TensorType] = _Table()
-    attrsets: _Table[tuple[tuple[tuple[str, AttrValue], ...], tuple[type, ...]]] = _Table()
-    node_ix: dict[int, int] = {}
-    nodes = bytearray()
-    attr_bytes: list[bytes] = []
+class _Writer:
+    """The tables of one ``dumps``, filled in canonical order (first use)."""
 
-    def attrset(items: tuple[tuple[str, AttrValue], ...]) -> int:
+    def __init__(self) -> None:
+        self.strings: _Table[str] = _Table()
+        self.types: _Table[TensorType] = _Table()
+        self.attrsets: _Table[tuple[tuple[tuple[str, AttrValue], ...], tuple[type, ...]]] = _Table()
+        self.node_ix: dict[int, int] = {}
+        self.region_ix: dict[bytes, int] = {}  # loop bodies, by region hash: one per body
+        self.n_regions = 0
+        self.nodes = bytearray()
+        self.regions = bytearray()
+        self.attr_bytes: list[bytes] = []
+
+    def payload(self, v: AttrValue) -> bytes:
+        if isinstance(v, Region):
+            return bytes([AttrTag.REGION]) + _u32(self.region_ix[v.region_hash])
+        return _attr_payload(v, self.strings)
+
+    def attrset(self, items: tuple[tuple[str, AttrValue], ...]) -> int:
         # keyed by the value types too, so that 1 and True (or a dtype and its name) differ
         key = (items, tuple([type(v) for _, v in items]))
-        i = attrsets.index.get(key)
+        i = self.attrsets.index.get(key)
         if i is None:  # first use: its strings enter the table now, in canonical order
-            keys = [(strings.get(k), _attr_payload(v, strings)) for k, v in items]
-            i = attrsets.get(key)
-            attr_bytes.append(_u32(len(keys)) + b"".join(_u32(k) + p for k, p in keys))
+            keys = [(self.strings.get(k), self.payload(v)) for k, v in items]
+            i = self.attrsets.get(key)
+            self.attr_bytes.append(_u32(len(keys)) + b"".join(_u32(k) + p for k, p in keys))
         return i
 
-    record = struct.Struct("<IIII").pack
-    for fn in graph.functions.values():
+    def region(self, fn: Function) -> int:
+        """Write ``fn``'s nodes (loop bodies first, depth-first: nesting is at most
+        ``MAX_LOOP_DEPTH`` deep), then ``fn`` itself; its index in REGIONS."""
+        record, node_ix = _RECORD, self.node_ix
         for n in fn.record_order():
             if id(n) in node_ix:
                 continue
+            if n.op is Op.LOOP:
+                body = n.attr("body")
+                assert isinstance(body, Function)
+                if body.region_hash not in self.region_ix:
+                    self.region_ix[body.region_hash] = self.region(body)
             ins = n.inputs
-            op_ix = strings.get(n.op.value)
-            nodes += record(op_ix, types.get(n.type), attrset(n.attr_items), len(ins))
+            op_ix = self.strings.get(n.op.value)
+            self.nodes += record(
+                op_ix, self.types.get(n.type), self.attrset(n.attr_items), len(ins)
+            )
             if ins:
-                nodes += struct.pack(f"<{len(ins)}I", *[node_ix[id(i)] for i in ins])
+                self.nodes += struct.pack(f"<{len(ins)}I", *[node_ix[id(i)] for i in ins])
             node_ix[id(n)] = len(node_ix)
-    regions = bytearray()
+        self.regions += _u32(len(fn.params)) + b"".join(_u32(node_ix[id(p)]) for p in fn.params)
+        self.regions += _u32(len(fn.results)) + b"".join(_u32(node_ix[id(x)]) for x in fn.results)
+        self.n_regions += 1
+        return self.n_regions - 1
+
+
+_RECORD = struct.Struct("<IIII").pack
+
+
+def dumps(graph: Graph) -> bytes:
+    w = _Writer()
     exports = bytearray()
-    for r, (name, fn) in enumerate(graph.functions.items()):
-        regions += _u32(len(fn.params)) + b"".join(_u32(node_ix[id(p)]) for p in fn.params)
-        regions += _u32(len(fn.results)) + b"".join(_u32(node_ix[id(x)]) for x in fn.results)
-        exports += _u32(strings.get(name)) + _u32(r) + fn.region_hash
+    for name, fn in graph.functions.items():
+        r = w.region(fn)  # first: the export's name enters the string table after its nodes
+        exports += _u32(w.strings.get(name)) + _u32(r) + fn.region_hash
+    strings, types, attr_bytes, node_ix = w.strings, w.types, w.attr_bytes, w.node_ix
     sections = [
         _u32(len(strings.index))
         + b"".join(_u32(len(b)) + b for b in (s.encode("utf-8") for s in strings.index)),
@@ -134,8 +175,8 @@ def dumps(graph: Graph) -> bytes:
             for t in types.index
         ),
         _u32(len(attr_bytes)) + b"".join(attr_bytes),
-        _u32(len(node_ix)) + bytes(nodes),
-        _u32(len(graph.functions)) + bytes(regions),
+        _u32(len(node_ix)) + bytes(w.nodes),
+        _u32(w.n_regions) + bytes(w.regions),
         _u32(len(graph.functions)) + bytes(exports),
     ]
     version = VERSION
@@ -239,9 +280,10 @@ def _loads(data: bytes) -> Graph:
     strings = _strings(rd["strings"])
     types = _types(rd["types"])
     attrs = _attrsets(rd["attrs"], strings)
-    nodes = _nodes(rd["nodes"], strings, types, attrs)
-    regions = _regions(rd["regions"], nodes)
-    graph = _exports(rd["exports"], strings, regions)
+    spans = _regions(rd["regions"], _node_count(rd["nodes"]))
+    nodes, bodies = _nodes(rd["nodes"], strings, types, attrs, spans)
+    regions = [([nodes[j] for j in ps], [nodes[j] for j in rs]) for ps, rs in spans]
+    graph = _exports(rd["exports"], strings, regions, bodies)
     if "provenance" in rd:
         graph = _provenance(rd["provenance"], graph)
     canonical = dumps(graph)
@@ -359,7 +401,19 @@ def _attr_value(r: _Reader, strings: list[str]) -> AttrValue:
         return tuple(r.i64("integer list element") for _ in range(r.count("integer list", 8)))
     if tag == AttrTag.BYTES:
         return r.take(r.u32("byte string length"), "byte string")
+    if tag == AttrTag.REGION:
+        return _RegionRef(r.u32("region index"))
     raise r.fail(f"unknown attribute tag {tag}", at)
+
+
+class _RegionRef(Region):
+    """A region attribute as read: an index into REGIONS, resolved when the node is built
+    (every node of the region must come before the node that holds it)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
 
 
 def _attrsets(r: _Reader, strings: list[str]) -> list[tuple[tuple[str, AttrValue], ...]]:
@@ -382,13 +436,21 @@ def _attrsets(r: _Reader, strings: list[str]) -> list[tuple[tuple[str, AttrValue
     return out
 
 
+def _node_count(r: _Reader) -> int:
+    """The NODES section's count, read ahead (the region table is checked against it)."""
+    ahead = _Reader(r.data, r.section, r.pos, r.end)
+    return ahead.count("node", 16)
+
+
 def _nodes(
     r: _Reader,
     strings: list[str],
     types: list[TensorType],
     attrs: list[tuple[tuple[str, AttrValue], ...]],
-) -> list[Node]:
+    spans: list[tuple[list[int], list[int]]],
+) -> tuple[list[Node], dict[int, Function]]:
     nodes: list[Node] = []
+    bodies = _Bodies(spans, nodes)
     seen: set[tuple[int, int, int, tuple[int, ...]]] = set()
     budget = [16 * len(r.data) + (1 << 20)]  # bytes of attributes hashed, at most
 
@@ -434,6 +496,7 @@ def _nodes(
             )
         ins = tuple(nodes[j] for j in in_ix)
         try:
+            items = bodies.resolve(items, i)
             _verify(op, t, ins, items)
         except (TypeRuleError, IRError) as e:
             raise r.fail(f"node {i} ({op}): {e}", at) from None
@@ -442,10 +505,38 @@ def _nodes(
     for i in range(r.count("node", 16)):
         nodes.append(one(i))
     r.done()
-    return nodes
+    return nodes, bodies.built
 
 
 _OPS: dict[str, Op] = {op.value: op for op in Op}
+
+
+class _Bodies:
+    """Loop bodies as the nodes are read: region ``k`` becomes a ``Function`` the first time a
+    node names it, from nodes that must all come before that node."""
+
+    def __init__(self, spans: list[tuple[list[int], list[int]]], nodes: list[Node]) -> None:
+        self.spans, self.nodes = spans, nodes
+        self.built: dict[int, Function] = {}
+
+    def body(self, ref: _RegionRef, i: int) -> Function:
+        k = ref.index
+        if k >= len(self.spans):
+            raise IRError(f"region {k} out of range (table has {len(self.spans)})")
+        if k not in self.built:
+            ps, rs = self.spans[k]
+            if any(j >= i for j in (*ps, *rs)):
+                raise IRError(f"region {k} uses nodes written after the loop")
+            nodes = self.nodes
+            self.built[k] = Function("body", [nodes[j] for j in ps], [nodes[j] for j in rs])
+        return self.built[k]
+
+    def resolve(
+        self, items: tuple[tuple[str, AttrValue], ...], i: int
+    ) -> tuple[tuple[str, AttrValue], ...]:
+        if not any(isinstance(v, _RegionRef) for _, v in items):
+            return items
+        return tuple((k, self.body(v, i) if isinstance(v, _RegionRef) else v) for k, v in items)
 
 
 def _verify(
@@ -475,10 +566,12 @@ def _verify(
         raise IRError(f"stored type {t} differs from the inferred {inferred}")
 
 
-def _regions(r: _Reader, nodes: list[Node]) -> list[tuple[list[Node], list[Node]]]:
-    def one(i: int) -> tuple[list[Node], list[Node]]:
-        params = [nodes[r.index("param node", len(nodes))] for _ in range(r.count("param", 4))]
-        results = [nodes[r.index("result node", len(nodes))] for _ in range(r.count("result", 4))]
+def _regions(r: _Reader, n_nodes: int) -> list[tuple[list[int], list[int]]]:
+    """Each region's parameter and result node indices (checked against the node count)."""
+
+    def one(i: int) -> tuple[list[int], list[int]]:
+        params = [r.index("param node", n_nodes) for _ in range(r.count("param", 4))]
+        results = [r.index("result node", n_nodes) for _ in range(r.count("result", 4))]
         return params, results
 
     out = _items(r, "region", 8, one)
@@ -486,12 +579,20 @@ def _regions(r: _Reader, nodes: list[Node]) -> list[tuple[list[Node], list[Node]
     return out
 
 
-def _exports(r: _Reader, strings: list[str], regions: list[tuple[list[Node], list[Node]]]) -> Graph:
+def _exports(
+    r: _Reader,
+    strings: list[str],
+    regions: list[tuple[list[Node], list[Node]]],
+    bodies: dict[int, Function],
+) -> Graph:
     fns = []
     for i in range(r.count("export", 40)):
         at = r.pos
         name = strings[r.index("export name", len(strings))]
-        params, results = regions[r.index("region", len(regions))]
+        ix = r.index("region", len(regions))
+        if ix in bodies:
+            raise r.fail(f"export {i}: region {ix} is a loop body", at + 4)
+        params, results = regions[ix]
         stored = r.take(32, "fingerprint")
         try:
             fn = Function(name, params, results)

@@ -12,6 +12,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,21 @@ from kera import limits
 from kera.dtypes import DType
 
 Shape = tuple[int, ...]
-AttrValue = int | bool | str | DType | tuple[int, ...] | bytes
+
+
+class Region:
+    """What a typing rule needs of a region held in an attribute (a loop's body): its
+    parameter and result nodes.  ``kera.ir.Function`` is the one implementation; the base lives
+    here so that the typing rules and the attribute schema can name it without importing the
+    IR."""
+
+    __slots__ = ()
+    params: tuple[Any, ...]
+    results: tuple[Any, ...]
+    region_hash: bytes
+
+
+AttrValue = int | bool | str | DType | tuple[int, ...] | bytes | Region
 MAX_RANK = 4
 MAX_DIM = 1 << 24
 
@@ -76,6 +91,11 @@ class Op(enum.StrEnum):
     SLICE = "slice"
     CONCAT = "concat"
     IOTA = "iota"
+    # dynamic indexing (start indices are data, clamped into range)
+    DYNAMIC_SLICE = "dynamic_slice"
+    DYNAMIC_UPDATE_SLICE = "dynamic_update_slice"
+    # structured control flow
+    LOOP = "loop"
 
 
 UNARY = frozenset({Op.NEG, Op.ABS, Op.NOT, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND})
@@ -121,6 +141,12 @@ def reduce_identity_bits(op: Op, dtype: DType) -> int:
 
 
 MOVEMENT = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA})
+DYNAMIC = frozenset({Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE})
+#: ops whose attributes hold a region (a body run by the op)
+REGION_OPS = frozenset({Op.LOOP})
+#: the most iterations of one loop, and the deepest nesting of loops
+MAX_TRIPS = 1 << 24
+MAX_LOOP_DEPTH = 8
 COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.MIN, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.EQ, Op.NE})
 LEAVES = frozenset({Op.PARAM, Op.CONST, Op.IOTA})
 #: ops that exist only on floats / only on ints (and bool where noted)
@@ -146,7 +172,11 @@ ARITY: dict[Op, int] = {
     Op.TRANSPOSE: 1,
     Op.SLICE: 1,
     Op.CONCAT: 2,
+    Op.DYNAMIC_SLICE: 2,
+    Op.DYNAMIC_UPDATE_SLICE: 3,
 }
+#: ops with any number of operands (their typing rule checks them against the attributes)
+VARIADIC = frozenset({Op.LOOP})
 
 #: attribute schema per op: name -> python type of the value
 ATTRS: dict[Op, dict[str, type]] = {
@@ -161,6 +191,8 @@ ATTRS: dict[Op, dict[str, type]] = {
     Op.SLICE: {"start": tuple, "stop": tuple},
     Op.CONCAT: {"axis": int},
     Op.IOTA: {"shape": tuple, "axis": int, "to": DType},
+    Op.DYNAMIC_SLICE: {"size": tuple},
+    Op.LOOP: {"lo": int, "trips": int, "result": int, "body": Region},
 }
 
 
@@ -270,7 +302,7 @@ def _convertible(src: DType, dst: DType) -> bool:
 
 def infer(op: Op, inputs: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
     """The result type of ``op`` on ``inputs`` with ``attrs``, or :class:`TypeRuleError`."""
-    if len(inputs) != ARITY[op]:
+    if op not in VARIADIC and len(inputs) != ARITY[op]:
         raise _fail("E0204", f"{op} takes {ARITY[op]} operands, got {len(inputs)}")
     _check_attrs(op, attrs)
     rule = _RULES.get(op)
@@ -451,6 +483,63 @@ def _const(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) ->
     raise AssertionError("const types are given, not inferred")
 
 
+def _start_indices(op: Op, x: TensorType, idx: TensorType) -> None:
+    if len(x.shape) == 0:
+        raise _fail("E0218", f"{op} needs an operand of rank >= 1, got {x}")
+    if idx.dtype is not DType.I32 or idx.shape != (len(x.shape),):
+        raise _fail(
+            "E0218", f"{op} of {x} needs start indices of type i32[{len(x.shape)}], got {idx}"
+        )
+
+
+def _dynamic_slice(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    x, idx = ins
+    _start_indices(op, x, idx)
+    size = check_shape(attrs["size"], "size")
+    if len(size) != len(x.shape) or any(s > d for s, d in zip(size, x.shape, strict=True)):
+        raise _fail("E0218", f"dynamic_slice size {list(size)} does not fit in {x}")
+    return TensorType(x.dtype, size)
+
+
+def _dynamic_update_slice(
+    op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]
+) -> TensorType:
+    x, v, idx = ins
+    _start_indices(op, x, idx)
+    if v.dtype != x.dtype:
+        raise _fail("E0201", f"dynamic_update_slice needs one dtype, got {x.dtype} and {v.dtype}")
+    if len(v.shape) != len(x.shape) or any(a > b for a, b in zip(v.shape, x.shape, strict=True)):
+        raise _fail("E0218", f"dynamic_update_slice cannot write {v} into {x}")
+    return x
+
+
+def _loop(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    lo, trips, result, body = attrs["lo"], attrs["trips"], attrs["result"], attrs["body"]
+    assert isinstance(lo, int) and isinstance(trips, int) and isinstance(result, int)
+    assert isinstance(body, Region)
+    if not 1 <= trips <= MAX_TRIPS:
+        raise _fail("E0217", f"a loop runs 1..{MAX_TRIPS} times, not {trips}")
+    if not (lo >= -(1 << 31) and lo + trips - 1 < (1 << 31)):
+        raise _fail("E0217", f"the loop index {lo}..{lo + trips} does not fit in i32")
+    params = [p.type for p in body.params]
+    carried = [r.type for r in body.results]
+    if not params or params[0] != TensorType(DType.I32):
+        raise _fail("E0217", "a loop body's first parameter is its index, an i32 scalar")
+    if any(p.attr("name") != f"_{i}" for i, p in enumerate(body.params)):
+        raise _fail("E0217", "a loop body's parameters are named _0, _1, ... by position")
+    if params[1:] != list(ins) or params[1 : 1 + len(carried)] != carried:
+        shown = ", ".join(map(str, params[1:]))
+        raise _fail(
+            "E0217",
+            f"a loop's operands ({', '.join(map(str, ins))}) must match its body's parameters "
+            f"after the index ({shown}), the first {len(carried)} being the carried values "
+            f"({', '.join(map(str, carried))})",
+        )
+    if not 0 <= result < len(carried):
+        raise _fail("E0217", f"loop result {result} is not one of its {len(carried)} values")
+    return carried[result]
+
+
 _RULES = {
     Op.PARAM: _param,
     Op.CONST: _const,
@@ -466,4 +555,7 @@ _RULES = {
     Op.SLICE: _slice,
     Op.CONCAT: _concat,
     Op.IOTA: _iota,
+    Op.DYNAMIC_SLICE: _dynamic_slice,
+    Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Op.LOOP: _loop,
 }

@@ -21,7 +21,7 @@ Exactness notes (why each numpy call below is bit-exact on our contract):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -395,6 +395,38 @@ def _concat(node: Node, a: Array, b: Array) -> Array:
     return np.concatenate([a, b], axis=axis + 1)
 
 
+def clamped_starts(starts: Array, dims: Sequence[int], sizes: Sequence[int]) -> Array:
+    """Start indices (N, rank) of i32 clamped per axis into ``[0, dim - size]`` (XLA's
+    DynamicSlice rule: the window always lies inside the operand)."""
+    hi = np.array([d - s for d, s in zip(dims, sizes, strict=True)], dtype=np.int64)
+    return np.clip(starts.astype(np.int64), 0, hi)
+
+
+def _window(starts: Array, sizes: Sequence[int]) -> tuple[Array, ...]:
+    """Advanced indices selecting, per batch row, the window at ``starts`` of ``sizes``."""
+    n, rank = starts.shape
+    grids: list[Array] = [np.arange(n).reshape((n,) + (1,) * rank)]
+    for k, size in enumerate(sizes):
+        shape = [n] + [1] * rank
+        shape[1 + k] = size
+        grids.append((starts[:, k : k + 1] + np.arange(size)).reshape(shape))
+    return tuple(grids)
+
+
+def _dynamic_slice(node: Node, x: Array, starts: Array) -> Array:
+    sizes = _ints(node, "size")
+    at = clamped_starts(starts, x.shape[1:], sizes)
+    return np.ascontiguousarray(x[_window(at, sizes)])
+
+
+def _dynamic_update_slice(node: Node, x: Array, v: Array, starts: Array) -> Array:
+    sizes = v.shape[1:]
+    at = clamped_starts(starts, x.shape[1:], sizes)
+    out = x.copy()
+    out[_window(at, sizes)] = v
+    return out
+
+
 def iota(node: Node, batch: int) -> Array:
     shape, axis = _ints(node, "shape"), node.attr("axis")
     assert isinstance(axis, int)
@@ -455,6 +487,8 @@ SEMANTICS: dict[Op, Impl] = {
     Op.TRANSPOSE: _transpose,
     Op.SLICE: _slice,
     Op.CONCAT: _concat,
+    Op.DYNAMIC_SLICE: _dynamic_slice,
+    Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
 }
 
 #: leaves are not functions of operands: they need the batch size

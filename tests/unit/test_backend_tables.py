@@ -49,5 +49,5 @@ def test_unrolling_back_ends_derive_structure(name: str) -> None:
 
 
 def test_table_driven_back_ends_have_a_row_for_every_op() -> None:
-    assert set(c.LOWER) == set(Op)  # reshape's row is an alias of its input
+    assert set(c.LOWER) == set(Op) - set(c.UNSUPPORTED)  # reshape's row is an alias
     assert set(wasm.LOWER) == set(ELEMENTWISE)

@@ -95,7 +95,17 @@ PROBES: dict[Op, Callable[[DType], Probe]] = {
     Op.SLICE: lambda dt: ([_t(dt, 4)], {"start": (0,), "stop": (2,)}),
     Op.CONCAT: lambda dt: ([_t(dt, 4), _t(dt, 4)], {"axis": 0}),
     Op.IOTA: lambda dt: ([], {"shape": (4,), "axis": 0, "to": dt}),
+    Op.DYNAMIC_SLICE: lambda dt: ([_t(dt, 4), _t(DType.I32, 1)], {"size": (2,)}),
+    Op.DYNAMIC_UPDATE_SLICE: lambda dt: ([_t(dt, 4), _t(dt, 2), _t(DType.I32, 1)], {}),
+    Op.LOOP: lambda dt: _loop_probe(dt),
 }
+
+
+def _loop_probe(dt: DType) -> Probe:
+    """A loop carrying one dt[4] value through an identity body."""
+    init = kera.ir.param(0, "x", dt, [4])
+    node = kera.ir.loop(0, 2, [init], lambda i, c: c)[0]
+    return [init.type], node.attrs
 
 
 def _accepts(op: Op, dt: DType) -> bool:
@@ -105,8 +115,7 @@ def _accepts(op: Op, dt: DType) -> bool:
         return kera.ir.const_bytes(bytes(4 * dt.nbytes), dt, (4,)).dtype is dt
     if op in (Op.CONVERT, Op.BITCAST):
         return any(_pair_ok(op, dt, to) for to in DType)
-    default: Probe = ([_t(dt, 4)] * ARITY[op], {})
-    types, attrs = PROBES[op](dt) if op in PROBES else default
+    types, attrs = PROBES[op](dt) if op in PROBES else ([_t(dt, 4)] * ARITY[op], {})
     try:
         infer(op, types, attrs)
     except TypeRuleError:

@@ -18,6 +18,16 @@ Three modules, one concern each (docs/c-backend.md is the user's guide):
 from kera.backends.c.abi import E_FPENV, E_NOMEM, IO_TYPES, OK, c_ident
 from kera.backends.c.emit import ISAS, PINNED_FLAGS, CSource, Isa, emit, write
 from kera.backends.c.lower import LOWER, SUPPORTED, Alias, Helper, Nan, Structural
+from kera.ops import Op
+
+#: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
+#: case using one as ``unsupported`` on this target, never as a pass)
+UNSUPPORTED: dict[Op, str] = {
+    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
+}
+
 
 __all__ = [
     "E_FPENV",
@@ -28,6 +38,7 @@ __all__ = [
     "OK",
     "PINNED_FLAGS",
     "SUPPORTED",
+    "UNSUPPORTED",
     "Alias",
     "CSource",
     "Helper",

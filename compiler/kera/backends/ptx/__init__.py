@@ -35,12 +35,23 @@ from kera.backends.ptx.emit import (
 )
 from kera.backends.ptx.kernel import MAX_INSTRUCTIONS, Kernel, PtxEmitError
 from kera.backends.ptx.lower import LOWER, SUPPORTED, Lower, Row
+from kera.ops import Op
+
+#: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
+#: case using one as ``unsupported`` on this target, never as a pass)
+UNSUPPORTED: dict[Op, str] = {
+    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
+}
+
 
 __all__ = [
     "LOWER",
     "MAX_INSTRUCTIONS",
     "SUPPORTED",
     "TARGET",
+    "UNSUPPORTED",
     "VERSION",
     "Kernel",
     "Lower",

@@ -47,11 +47,22 @@ from kera.backends.verilog.netlist import (
     width,
 )
 from kera.backends.verilog.render import Port, VerilogDesign, module_name, port_name
+from kera.ops import Op
+
+#: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
+#: case using one as ``unsupported`` on this target, never as a pass)
+UNSUPPORTED: dict[Op, str] = {
+    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
+}
+
 
 __all__ = [
     "LOWER",
     "MAX_CORES",
     "SUPPORTED",
+    "UNSUPPORTED",
     "Cell",
     "Lower",
     "Netlist",

@@ -33,10 +33,21 @@ from kera.backends.wasm.emit import (
     layout,
 )
 from kera.backends.wasm.lower import LOWER
+from kera.ops import Op
+
+#: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
+#: case using one as ``unsupported`` on this target, never as a pass)
+UNSUPPORTED: dict[Op, str] = {
+    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
+    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
+}
+
 
 __all__ = [
     "LOWER",
     "SUPPORTED",
+    "UNSUPPORTED",
     "Kernel",
     "Layout",
     "Program",
