@@ -57,8 +57,8 @@ def _constant(value: np.ndarray[Any, Any], node: Node) -> Node:
 
 
 def fold_node(node: Node) -> Node | None:
-    if node.op in LEAVES or not node.inputs:
-        return None
+    if node.op in LEAVES or not node.inputs or node.op not in SEMANTICS:
+        return None  # a loop is not folded (its body runs trips times: not a cheap constant)
     if node.op is Op.BROADCAST and node.inputs[0].op is Op.CONST:
         return None  # already the folded form of a uniform constant
     size = node.type.size
