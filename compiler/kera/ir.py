@@ -472,9 +472,13 @@ def _loop_measure(nodes: Sequence[Node], total: int) -> tuple[int, int]:
 
 
 def loop_group(node: Node) -> tuple[Any, ...]:
-    """What the sibling nodes of one loop share (all but ``result``): back ends and the
-    interpreter run a loop once per group and take each carried value from that one run."""
-    return (tuple(map(id, node.inputs)), *[v for k, v in node.attr_items if k != "result"])
+    """What the sibling nodes of one loop share (all but ``result``; the body by its region
+    hash, as passes may rebuild equal bodies): back ends and the interpreter run a loop once
+    per group and take each carried value from that one run."""
+    rest = [
+        v.region_hash if isinstance(v, Region) else v for k, v in node.attr_items if k != "result"
+    ]
+    return (tuple(map(id, node.inputs)), *rest)
 
 
 def loop_body(node: Node) -> Function:

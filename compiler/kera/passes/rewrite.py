@@ -5,13 +5,18 @@ gives each node (already rebuilt on its rewritten inputs) to ``rule``, and uses 
 returns in its place.  Interning does the rest: a rebuilt node identical to a live one *is*
 that node, so common subexpressions merge by construction, and nodes that nothing reaches any
 more are simply not part of the new function (``Function`` holds only what its results need).
+
+A loop's body is a region of its own, held in the loop node's ``body`` attribute: ``rewrite``
+rewrites it with the same rule first (once per distinct body) and rebuilds the loop node on
+the new body, so every pass reaches every region.  A body keeps its parameters (index, carried
+values, captures) as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from kera.ir import Function, Node
+from kera.ir import Function, Node, loop_body
 from kera.ops import Op
 
 #: node -> replacement, or None to keep it
@@ -28,16 +33,24 @@ def with_inputs(node: Node, inputs: tuple[Node, ...]) -> Node:
     return Node(node.op, node.type, inputs, node.attr_items)
 
 
-def rewrite(fn: Function, rule: Rule) -> tuple[Function, int]:
+def rewrite(
+    fn: Function, rule: Rule, bodies: dict[bytes, tuple[Function, int]] | None = None
+) -> tuple[Function, int]:
     """``fn`` with ``rule`` applied once to every node, inputs first; and how many nodes the
-    rule replaced.  A replacement must have the type of the node it replaces."""
+    rule replaced.  A replacement must have the type of the node it replaces.  ``bodies``
+    memoises rewritten loop bodies by region hash (shared by nested calls)."""
     new: dict[int, Node] = {}
     count = 0
     param = Op.PARAM
+    bodies = {} if bodies is None else bodies
     for node in fn.nodes():
+        original = node
         if node.op is param:
             new[id(node)] = node
             continue
+        if node.op is Op.LOOP:
+            node, n = _with_rewritten_body(node, rule, bodies)
+            count += n
         inputs = node.inputs
         if inputs:  # the hot loop: a list, not a generator, and no call when nothing changed
             rebuilt_inputs = tuple([new[id(i)] for i in inputs])
@@ -54,8 +67,25 @@ def rewrite(fn: Function, rule: Rule) -> tuple[Function, int]:
                 raise AssertionError(f"rewrite of {node.op} changed its type to {out.type}")
             count += 1
             rebuilt = out
-        new[id(node)] = rebuilt
+        new[id(original)] = rebuilt
     results = tuple([new[id(r)] for r in fn.results])
     if results == fn.results:  # the same nodes (see ``with_inputs``)
         return fn, count
     return Function(fn.name, fn.params, results), count
+
+
+def _with_rewritten_body(
+    node: Node, rule: Rule, bodies: dict[bytes, tuple[Function, int]]
+) -> tuple[Node, int]:
+    """The loop ``node`` on its body rewritten by ``rule``, and the body's rewrite count
+    (counted once per distinct body, at its first loop node)."""
+    body = loop_body(node)
+    done = bodies.get(body.region_hash)
+    first = done is None
+    if done is None:
+        done = bodies[body.region_hash] = rewrite(body, rule, bodies)
+    new_body, n = done
+    if new_body is body:
+        return node, 0
+    items = tuple((k, new_body if k == "body" else v) for k, v in node.attr_items)
+    return Node(node.op, node.type, node.inputs, items), n if first else 0

@@ -16,6 +16,9 @@ Invariants, each a function below (the order they are checked in):
 ``type``        every node's type re-infers with ``kera.ops.infer`` (leaves: a constant holds
                 exactly its type's bytes)
 ``results``     every result is a node of the function
+``body``        every loop's body is itself a region meeting all of the above (checked once
+                per distinct body, recursively); the loop's own ``type`` check covers how the
+                body's parameters and results match the loop's operands
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kera.ir import (
     Node,
     check_name,
     interned,
+    loop_body,
     node_hash,
     region_hash,
     topo_order,
@@ -136,7 +140,21 @@ CHECKS: tuple[Callable[[Function], None], ...] = (
 )
 
 
-def validate(fn: Function) -> None:
-    """Raise :class:`InvariantError` on the first broken invariant of ``fn``."""
+def validate(fn: Function, _seen: set[bytes] | None = None) -> None:
+    """Raise :class:`InvariantError` on the first broken invariant of ``fn`` or of a loop body
+    in it."""
     for check in CHECKS:
         check(fn)
+    seen = set() if _seen is None else _seen
+    for node in fn.nodes():
+        if node.op is not Op.LOOP:
+            continue
+        body = loop_body(node)
+        if body.region_hash in seen:
+            continue
+        seen.add(body.region_hash)
+        try:
+            validate(body, seen)
+        except InvariantError as e:
+            where = f"in the body of {_describe(node)}: "
+            raise InvariantError("body", where + str(e), e.node) from None
