@@ -91,8 +91,9 @@ def run_target(
     todo: list[Case] = []
     cache = ResultCache(opts.cache_dir) if opts.cache_dir and opts.repeat == 1 else None
     keys: dict[str, str] = {}
+    cached = 0
     for case in cases:
-        missing = sorted({n.op.value for n in case.fn.nodes()} - set(supported))
+        missing = sorted({op.value for op in case.fn.ops_used()} - set(supported))
         if missing:
             out[case.key] = "unsupported: " + ", ".join(missing)
             continue
@@ -104,6 +105,7 @@ def run_target(
             hit = cache.get(keys[case.key], case.fn, rows)
             if hit is not None:  # a declined case never ran, so it is never cached
                 out[case.key] = hit
+                cached += 1
                 continue
         reason = declines(target.backend, case.fn)
         if reason is not None:
@@ -111,7 +113,6 @@ def run_target(
             continue
         todo.append(case)
     if opts.progress:
-        cached = len(keys) - len(todo) - sum(1 for v in out.values() if isinstance(v, str))
         opts.progress(
             f"{target.id}: started, {len(todo)} cases to build and run"
             + (f", {cached} from the result cache" if cache is not None else "")

@@ -437,6 +437,24 @@ class Function(Region):
         """
         return list(self._nodes)
 
+    def regions(self) -> list[Function]:
+        """This region and every loop body in it, nested ones too, each once (outer first)."""
+        out, seen, i = [self], {self.region_hash}, 0
+        while i < len(out):
+            for n in out[i]._nodes:
+                if n.op is Op.LOOP:
+                    body = n.attr("body")
+                    assert isinstance(body, Function)
+                    if body.region_hash not in seen:
+                        seen.add(body.region_hash)
+                        out.append(body)
+            i += 1
+        return out
+
+    def ops_used(self) -> set[Op]:
+        """Every op of this function, loop bodies included (what a target must lower)."""
+        return {n.op for r in self.regions() for n in r._nodes}
+
     def record_order(self) -> list[Node]:
         """The parameters in order, then every other node in canonical order: the same as
         ``topo_order([*params, *results])`` (parameters are leaves), without walking again."""

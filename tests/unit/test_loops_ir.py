@@ -30,7 +30,7 @@ from kera.ir import (
     make_node,
     param,
 )
-from kera.ops import MAX_LOOP_DEPTH, MAX_TRIPS, TypeRuleError
+from kera.ops import MAX_LOOP_DEPTH, MAX_TRIPS, Op, TypeRuleError
 from kera.passes import optimize_graph, pipeline
 from kera.passes.fold import run as fold
 from kera.passes.validate import InvariantError, validate
@@ -341,3 +341,10 @@ def test_the_validator_reaches_into_bodies() -> None:
         assert err.value.invariant == "body"
     finally:
         body._nodes = nodes
+
+
+def test_ops_used_include_every_body() -> None:
+    fn = GRAPHS["nested_sum"]()
+    assert {n.op for n in fn.nodes()} == {Op.PARAM, Op.LOOP}
+    assert {Op.LOOP, Op.CONVERT, Op.FMA} - fn.ops_used() == {Op.FMA}
+    assert len(fn.regions()) == 3  # the function, the outer body, the inner body
