@@ -10,7 +10,16 @@ One block per exported function; nodes are numbered in canonical order (``Functi
       return %1
 
 Constants print their exact bits in hex (one word per element), so NaN payloads and -0.0 are
-visible; scalar float constants add their decimal value in a comment.  The text depends only on
+visible; scalar float constants add their decimal value in a comment.  A loop's body prints
+as ``body=^<region hash prefix>``; each distinct body follows its function as a ``region``
+block of the same form (nested bodies after their parents)::
+
+      %3 = loop %0 %2 {body=^5d0c41e2a9b7, lo=0, result=0, trips=8} : f32[4]
+      return %3
+      region ^5d0c41e2a9b7(_0: i32, _1: f32[4], _2: f32[4]) -> (f32[4])
+        %0 = param _1 : f32[4]
+        ...
+  The text depends only on
 the graph's content, which makes it suitable for golden tests.
 """
 
@@ -18,10 +27,12 @@ from __future__ import annotations
 
 from kera.dtypes import DType
 from kera.ir import Function, Graph, Node, const_value
-from kera.ops import AttrValue, Op
+from kera.ops import AttrValue, Op, Region
 
 
 def _attr(v: AttrValue) -> str:
+    if isinstance(v, Region):
+        return "^" + v.region_hash.hex()[:12]
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, tuple):
@@ -49,8 +60,8 @@ def const_text(node: Node) -> str:
 
 
 def function_text(fn: Function, source: str | None = None) -> str:
-    """The canonical text of ``fn``; ``source``: its fingerprint before optimisation."""
-    num: dict[int, int] = {}
+    """The canonical text of ``fn`` and its loop bodies; ``source``: its fingerprint before
+    optimisation."""
     sig = ", ".join(
         f"{name}: {p.type}" for name, p in zip(fn.param_names(), fn.params, strict=True)
     )
@@ -58,20 +69,32 @@ def function_text(fn: Function, source: str | None = None) -> str:
     lines = [f"export fn {fn.name}({sig}) -> ({res})", f"  ; fingerprint {fn.fingerprint}"]
     if source is not None:
         lines.append(f"  ; source fingerprint {source}")
+    lines += _nodes_text(fn, "  ")
+    for body in fn.regions()[1:]:
+        sig = ", ".join(f"{p.attr('name')!s}: {p.type}" for p in body.params)
+        res = ", ".join(str(r.type) for r in body.results)
+        lines.append(f"  region {_attr(body)}({sig}) -> ({res})")
+        lines += _nodes_text(body, "    ")
+    return "\n".join(lines)
+
+
+def _nodes_text(fn: Function, indent: str) -> list[str]:
+    num: dict[int, int] = {}
+    lines = []
     for n in fn.nodes():
         i = num[id(n)] = len(num)
         if n.op is Op.PARAM:
             body = f"param {n.attr('name')!s}"
         elif n.op is Op.CONST:
-            lines.append(f"  %{i} = const : {n.type} {const_text(n)}")
+            lines.append(f"{indent}%{i} = const : {n.type} {const_text(n)}")
             continue
         else:
             args = " ".join(f"%{num[id(x)]}" for x in n.inputs)
             attrs = ", ".join(f"{k}={_attr(v)}" for k, v in n.attr_items)
             body = " ".join(filter(None, [n.op.value, args, "{" + attrs + "}" if attrs else ""]))
-        lines.append(f"  %{i} = {body} : {n.type}")
-    lines.append("  return " + ", ".join(f"%{num[id(r)]}" for r in fn.results))
-    return "\n".join(lines)
+        lines.append(f"{indent}%{i} = {body} : {n.type}")
+    lines.append(f"{indent}return " + ", ".join(f"%{num[id(r)]}" for r in fn.results))
+    return lines
 
 
 def graph_text(graph: Graph) -> str:
