@@ -19,8 +19,9 @@ import numpy as np
 
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, Node, make_node, param, topo_order
+from kera.ir import Function, Node, const, loop_body, make_node, param, topo_order
 from kera.ops import Op
+from kera.passes.rewrite import rewrite
 from kera.semantics import SEMANTICS, bits, canon, float_to_int
 from keracheck.fuzz import calls
 
@@ -393,6 +394,39 @@ class HostLog(HostLibm):
 
 
 #: class -> (ops the signature may name, its class, op count of the minimal graph)
+# ------------------------------------------------------------------------- reversed loops
+
+
+def _flip_index(node: Node) -> Node | None:
+    """A loop whose body sees the index ``2*lo + trips - 1 - i`` for ``i``: its iterations run
+    last to first."""
+    if node.op is not Op.LOOP:
+        return None
+    body = loop_body(node)
+    lo, trips = node.int_attr("lo"), node.int_attr("trips")
+    i = body.params[0]
+    flipped = make_node("sub", [const(2 * lo + trips - 1, DType.I32), i])
+    new: dict[int, Node] = {id(i): flipped}
+    for n in body.nodes():
+        if id(n) not in new:
+            ins = tuple(new.get(id(x), x) for x in n.inputs)
+            new[id(n)] = n if ins == n.inputs else Node(n.op, n.type, ins, n.attr_items)
+    flipped_body = Function("body", body.params, [new.get(id(r), r) for r in body.results])
+    items = tuple((k, flipped_body if k == "body" else v) for k, v in node.attr_items)
+    return Node(node.op, node.type, node.inputs, items)
+
+
+class ReversedLoops(Planted):
+    """Runs every loop's iterations from last to first (a loop-reversal "optimisation", or a
+    GPU that assigns iterations to lanes in reverse): the same values meet in another order,
+    so an order-sensitive carried accumulation (``s + x[i]`` in f32) rounds differently."""
+
+    name = "planted-reversed-loops"
+
+    def rewrite(self, fn: Function) -> Function:
+        return rewrite(fn, _flip_index)[0]
+
+
 PLANTED: dict[type[Planted], tuple[frozenset[str], str, int]] = {
     Minss: (frozenset({"min", "max"}), "nan-vs-value", 1),
     FmaContraction: (frozenset({"add"}), "ulp", 2),
