@@ -489,6 +489,9 @@ def _loop_measure(nodes: Sequence[Node], total: int) -> tuple[int, int]:
     return depth, work
 
 
+_END = param(0, "_end", DType.I32)  # sentinel of start_vector's walk (never in a graph)
+
+
 def loop_group(node: Node) -> tuple[Any, ...]:
     """What the sibling nodes of one loop share (all but ``result``; the body by its region
     hash, as passes may rebuild equal bodies): back ends and the interpreter run a loop once
@@ -503,6 +506,50 @@ def loop_body(node: Node) -> Function:
     body = node.attr("body")
     assert isinstance(body, Function)
     return body
+
+
+def start_vector(starts: Sequence[Node | None]) -> Node:
+    """The ``i32[rank]`` start operand of a dynamic op from one ``i32`` scalar per axis (None:
+    start at 0), in the one form the front end builds (so a fuzzer's graph prints as source
+    with its fingerprint): runs of zeros are one constant, each scalar is reshaped to ``[1]``,
+    and the pieces are joined left to right with ``concat``."""
+    pieces: list[Node] = []
+    zeros = 0
+    for s in [*starts, _END]:
+        if s is None:
+            zeros += 1
+            continue
+        if zeros:
+            pieces.append(const_bytes(bytes(4 * zeros), DType.I32, (zeros,)))
+            zeros = 0
+        if s is not _END:
+            pieces.append(make_node(Op.RESHAPE, [s], {"shape": (1,)}))
+    if not pieces:
+        raise IRError("a start vector needs at least one axis")
+    out = pieces[0]
+    for piece in pieces[1:]:
+        out = make_node(Op.CONCAT, [out, piece], {"axis": 0})
+    return out
+
+
+def start_pieces(vector: Node) -> list[Node | None] | None:
+    """The inverse of :func:`start_vector`: the scalars (None for a zero) a start vector was
+    built from, or None when it is not in that form."""
+    pieces: list[Node] = []
+    node = vector
+    while node.op is Op.CONCAT:
+        pieces.append(node.inputs[1])
+        node = node.inputs[0]
+    pieces.append(node)
+    out: list[Node | None] = []
+    for p in reversed(pieces):
+        if p.op is Op.RESHAPE and p.inputs[0].shape == () and p.shape == (1,):
+            out.append(p.inputs[0])
+        elif p.op is Op.CONST and p.dtype is DType.I32 and not any(p.attr("value")):  # type: ignore[arg-type]
+            out += [None] * p.shape[0]
+        else:
+            return None
+    return out if start_vector(out) is vector else None
 
 
 _SERIAL = [0]
@@ -671,5 +718,7 @@ __all__ = [
     "loop_group",
     "make_node",
     "param",
+    "start_pieces",
+    "start_vector",
     "topo_order",
 ]
