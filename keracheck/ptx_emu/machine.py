@@ -8,7 +8,9 @@ reconvergence exactly for the subset (threads do not communicate: no shared memo
 or shuffles), whatever the order in which real hardware would interleave them.
 
 Instruction guards (``@p``/``@!p``) narrow the mask of one instruction.  Falling off the end of
-the body, ``ret`` and ``exit`` end a thread.
+the body, ``ret`` and ``exit`` end a thread.  Backward branches make loops (the PTX back end
+emits ``@p bra LOOPn`` at the end of each loop body); ``max_steps`` bounds the instructions a
+launch may issue, so a loop that never ends is an error naming its branch, not a hang.
 """
 
 from __future__ import annotations
@@ -94,8 +96,18 @@ class Program:
             if rest is not None and rest.any():
                 groups[pc] = groups[pc] | rest if pc in groups else rest
             if stats.instructions > max_steps:
-                raise PtxExecutionError(f"step limit of {max_steps} instructions exceeded")
+                raise self._step_limit(pc, max_steps)
         return stats
+
+    def _step_limit(self, pc: int, max_steps: int) -> PtxExecutionError:
+        """The step budget ran out: name the branch taken last (a loop that never ends)."""
+        message = (
+            f"step limit of {max_steps} issued instructions exceeded (a loop that never ends?)"
+        )
+        last = self.steps[pc - 1].ins if 0 < pc <= len(self.steps) else None
+        if last is None or last.opcode != "bra":
+            return PtxExecutionError(message)
+        return PtxExecutionError(message + "; the last branch issued", last.line, last.source)
 
     def _run_group(
         self, st: State, pc: int, mask: Bools, groups: dict[int, Bools], stats: LaunchStats

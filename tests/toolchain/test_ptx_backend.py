@@ -1,6 +1,7 @@
 """The PTX back end: ptx-emu agrees with the reference interpreter bit for bit on every
 contract op x dtype over special values, under the hardware and the adversarial NaN policy;
-ptxas accepts every emitted module; golden PTX for small graphs.
+ptxas accepts every emitted module; golden PTX for small graphs.  Loops and dynamic indexing
+(``tests/loopgraphs.py``) are run in ``test_ptx_loops.py``.
 
 The emulator part needs no external tool; the ptxas part is skipped when ptxas is missing.
 Set ``KERA_UPDATE_GOLDEN=1`` to rewrite the golden files after an intended codegen change.
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from loopgraphs import GRAPHS
 
 from kera.backends.ptx import SUPPORTED, emit, emit_graph, kernel_name
 from kera.dtypes import DType
@@ -155,6 +157,7 @@ def test_every_contract_op_is_lowered() -> None:
     names = {str(op) for op in Op} - SUPPORTED
     assert not names, f"ops without a PTX lowering: {sorted(names)}"
     covered = {node.op.value for _, fn, _ in CASES for node in fn.nodes()}
+    covered |= {op.value for make in GRAPHS.values() for op in make().ops_used()}  # loops
     assert covered == {str(op) for op in Op}
 
 

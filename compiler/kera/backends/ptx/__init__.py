@@ -6,7 +6,8 @@ Kernel ABI (``kera_<function name>``)::
     .param .u64 out0 .. out{R-1}   one pointer per result, rows of N output vectors
     .param .u32 n                  the batch size N
 
-Thread ``i`` computes batch row ``i``, fully unrolled (every element in its own register).
+Thread ``i`` computes batch row ``i``, fully unrolled (every element in its own register)
+except loops, which are loops in the kernel over those registers.
 
 The package (``docs/ptx-backend.md`` has the fix-ups and their ISA references):
 
@@ -15,7 +16,11 @@ The package (``docs/ptx-backend.md`` has the fix-ups and their ISA references):
                 register classes and instruction types of each dtype, :class:`PtxEmitError`
 ``lower.py``    :data:`LOWER`, the one op -> lowering table (why each row is contract-exact);
                 :data:`SUPPORTED` derives from it
-``emit.py``     the kernel structure: loads, stores, one element for the shared loop,
+``region.py``   :class:`Walk`, the walk over a region's nodes; :data:`NODES`, the ops
+                lowered a whole node at a time (``loop`` as a loop in the kernel, dynamic
+                indexing)
+``dynamic.py``  ``dynamic_slice``/``dynamic_update_slice``: clamped starts and mux trees
+``emit.py``     the kernel structure: loads, stores, one element for the walk,
                 ``emit``/``emit_graph``/``write``
 ==============  ==============================================================================
 
@@ -35,20 +40,18 @@ from kera.backends.ptx.emit import (
 )
 from kera.backends.ptx.kernel import MAX_INSTRUCTIONS, Kernel, PtxEmitError
 from kera.backends.ptx.lower import LOWER, SUPPORTED, Lower, Row
+from kera.backends.ptx.region import NODES, Walk
 from kera.ops import Op
 
 #: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
-#: case using one as ``unsupported`` on this target, never as a pass)
-UNSUPPORTED: dict[Op, str] = {
-    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
-}
+#: case using one as ``unsupported`` on this target, never as a pass): none left
+UNSUPPORTED: dict[Op, str] = {}
 
 
 __all__ = [
     "LOWER",
     "MAX_INSTRUCTIONS",
+    "NODES",
     "SUPPORTED",
     "TARGET",
     "UNSUPPORTED",
@@ -57,6 +60,7 @@ __all__ = [
     "Lower",
     "PtxEmitError",
     "Row",
+    "Walk",
     "emit",
     "emit_graph",
     "header",

@@ -1,12 +1,14 @@
 """The kernel structure: one ``.entry`` per function, its loads and stores, and what one
-element costs for the loop shared with Verilog (``elementmaps.unroll_function``).
+element costs for the walk over its nodes (``region.Walk``, which lowers the rest as
+``elementmaps.unroll_function`` does for Verilog).
 
 Thread ``i = ctaid.x * ntid.x + tid.x`` computes batch row ``i`` (threads with ``i >= N``
 exit), fully unrolled: every tensor element lives in its own register, data movement
 (broadcast, reshape, transpose, slice, concat) is resolved at compile time into register
 renaming, and reductions are trees of instructions in the contract's order.  ``bool`` is one
 byte in memory (0/1) and a ``.pred`` register inside the kernel.  Each element of an op is
-lowered by its row of :data:`kera.backends.ptx.lower.LOWER`.
+lowered by its row of :data:`kera.backends.ptx.lower.LOWER`; loops and dynamic indexing by
+:data:`kera.backends.ptx.region.NODES` (a loop is a loop in the kernel, over registers).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kera.backends.elementmaps import unroll_function
 from kera.backends.ptx.kernel import ARITH, PREFIX, Elems, Kernel, PtxEmitError
 from kera.backends.ptx.lower import LOWER
+from kera.backends.ptx.region import Walk
 from kera.dtypes import DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node
@@ -75,7 +77,7 @@ def _store(k: Kernel, node: Node, index: int, elems: Elems) -> None:
             k.emit(f"st.global.{MEMTYPE[dt]} {addr}, {x};")
 
 
-# -- one element, for the loop (elementmaps.unroll_function) ---------------------------------
+# -- one element, for the walk (region.Walk) -------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def kernel(fn: Function) -> str:
     """The ``.entry`` of one function (see the package docstring for its ABI)."""
     k = Kernel()
     params = {id(p): i for i, p in enumerate(fn.params)}
-    results = unroll_function(fn, _Elements(k, params))
+    results = Walk(k, _Elements(k, params)).region(fn, {})
     for index, (result, elems) in enumerate(zip(fn.results, results, strict=True)):
         _store(k, result, index, elems)
     names = [f"in{i}" for i in range(len(fn.params))] + [f"out{i}" for i in range(len(fn.results))]

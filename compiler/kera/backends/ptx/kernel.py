@@ -49,6 +49,7 @@ class Kernel:
         self.body: list[str] = []
         self.counts: dict[str, int] = {}
         self.consts: dict[tuple[str, int], str] = {}
+        self.labels = 0
 
     def reg(self, cls: str) -> str:
         k = self.counts.get(cls, 0)
@@ -65,6 +66,18 @@ class Kernel:
                 " keeps every element in a register, so tensors this large are out of reach"
             )
         self.body.append(f"\t{text}")
+
+    def label(self) -> str:
+        """A fresh label (``LOOP0``, ``LOOP1`` ...), placed here: the head of a loop."""
+        name = f"LOOP{self.labels}"
+        self.labels += 1
+        self.body.append(f"{name}:")
+        return name
+
+    def move(self, dt: DType, dst: str, src: str) -> None:
+        """``dst = src``, bits unchanged (``mov.pred`` for bool, else ``mov.bN``)."""
+        ty = "pred" if dt is DType.BOOL else bit_type(dt)
+        self.emit(f"mov.{ty} {dst}, {src};")
 
     def const(self, dt: DType, bits: int) -> str:
         """A register holding the constant with these bits (materialised once)."""

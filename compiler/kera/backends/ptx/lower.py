@@ -20,7 +20,8 @@ Why the PTX is contract-exact (the fix-ups; ``docs/ptx-backend.md`` has the ISA 
 Reductions, ``dot``, ``matmul`` and data movement are not rows: ``elementmaps.unroll`` builds
 them from the rows of their step ops (``kera.ops.REDUCE_STEP``) and of ``elementmaps.PRODUCT``,
 each used in its :attr:`Row.step` form (``emit.py``), and each tree's float root is
-canonicalised.
+canonicalised.  Nor are ``loop``, ``dynamic_slice`` and ``dynamic_update_slice``, lowered a
+whole node at a time (``region.NODES``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 from kera.backends.elementmaps import supported
 from kera.backends.ptx.kernel import ARITH, REG_CLASS, Kernel, bit_type
+from kera.backends.ptx.region import NODES
 from kera.dtypes import DType
 from kera.ir import Node
 from kera.ops import COMPARE, Op
@@ -280,4 +282,6 @@ LOWER: dict[Op, Row] = {
     Op.BITCAST: Row(_bitcast),
 }
 
-SUPPORTED = supported(LOWER)
+#: the elementwise rows, the structure elementmaps unrolls from them, the leaves, and the ops
+#: lowered a whole node at a time (loops, dynamic indexing: ``region.NODES``)
+SUPPORTED = supported(LOWER) | {op.value for op in NODES}
