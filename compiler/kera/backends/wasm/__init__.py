@@ -7,8 +7,9 @@ Package shape, in dependency order::
     lower.py   LOWER, one row per elementwise op: its scalar and its SIMD lowering (None: lane by
                lane); the value representation, canon (the one NaN canonicaliser), lanewise
     fma.py     the exact fma helper functions (f32 by round-to-odd, f64 by integer emulation)
-    emit.py    kernels (groups, buffers, movement, reduction trees), module assembly, layout,
-               SUPPORTED (derived from the tables) and the ``kerac emit`` entry points
+    emit.py    kernels (groups, buffers, movement, dynamic windows, reduction trees, loops and
+               their body regions), module assembly, layout, SUPPORTED (derived from the
+               tables) and the ``kerac emit`` entry points
 
 The calling convention and the code shape are in :mod:`kera.backends.wasm.emit`; how each gap
 between WebAssembly and the contract is closed is in :mod:`kera.backends.wasm.lower`.  The
@@ -36,12 +37,8 @@ from kera.backends.wasm.lower import LOWER
 from kera.ops import Op
 
 #: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
-#: case using one as ``unsupported`` on this target, never as a pass)
-UNSUPPORTED: dict[Op, str] = {
-    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
-}
+#: case using one as ``unsupported`` on this target, never as a pass); none left
+UNSUPPORTED: dict[Op, str] = {}
 
 
 __all__ = [

@@ -22,6 +22,15 @@ identity and run the contract's tree there, level by level (x[i] = op(x[i], x[i+
 tree index i, so the tree is the contract's), with a scalar tail; each op's lowering is in
 :data:`kera.backends.wasm.lower.LOWER`.  Uniform constants become immediates; other constants are
 data segments copied per case when read through memory.
+
+``dynamic_slice`` and ``dynamic_update_slice`` load each case's start indices, clamp them into
+``[0, dim - window]`` by i32 compares before any address arithmetic, and copy the window row
+by row (an update first copies x into a new array).  A ``loop`` is one wasm ``loop`` per loop
+group (never unrolled): carried values live in two scratch arrays each, ``cur`` read and
+``next`` written by the body, the pointers swapped after every iteration; captured operands
+are computed once before it; the body is emitted once inside it as a region of its own
+(:class:`_Scope`), by the same per-node code, nested loops included; the index is an i32
+local.  See ``docs/wasm-backend.md``, "Dynamic indexing" and "Loops".
 """
 
 from __future__ import annotations
@@ -54,13 +63,14 @@ from kera.backends.wasm.encode import (
     ins,
     op,
     put,
+    select,
     to_wat,
 )
 from kera.backends.wasm.fma import fma_f32, fma_f64
 from kera.backends.wasm.lower import BOOL, VT, Site
 from kera.dtypes import DType
 from kera.files import write_atomic
-from kera.ir import Function, Graph, Node, const_value
+from kera.ir import Function, Graph, Node, const_value, loop_body, loop_group
 from kera.ops import (
     ELEMENTWISE,
     LEAVES,
@@ -173,6 +183,11 @@ class Step:
     args: tuple[object, ...]
 
 
+#: a value every element of a stream shares: its dtype and its bits (a constant) or the code
+#: that yields it (a loop's index, in a local)
+Imm = tuple[DType, int | Code]
+
+
 # ============================================================================ module state
 
 
@@ -203,6 +218,33 @@ class _ModuleState:
 # ============================================================================ one kernel
 
 
+@dataclass
+class _Scope:
+    """The region being emitted: the exported function, or a loop's body inside its loop.
+
+    What a node's values are is looked up here, per region, never function-wide: regions nest
+    and share interned nodes (every body's index is the same ``_0`` node, and an inner body's
+    carried ``_1`` may be the outer body's ``_1``).  ``inputs`` maps a parameter to the local
+    holding its array's address, ``outputs`` are the locals of the arrays the results go to,
+    ``base`` maps a node to the local holding its array's address, ``loops`` a loop group
+    already run to the locals of its final carried arrays.  In a body, ``index`` is the index
+    parameter and the local holding its value, ``index_buf`` the local of the array it is
+    spread into each iteration when something reads it through memory.
+    """
+
+    fn: Function
+    inputs: dict[Node, int]
+    outputs: list[int]
+    base: dict[Node, int] = field(default_factory=dict)
+    loops: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
+    index: tuple[Node, int] | None = None
+    index_buf: int | None = None
+
+    def index_local(self, node: Node) -> int | None:
+        """The local holding node's value if node is this body's index."""
+        return self.index[1] if self.index is not None and node is self.index[0] else None
+
+
 class _Kernel:
     """Emits the body of one exported function (see the module docstring)."""
 
@@ -211,11 +253,10 @@ class _Kernel:
         n_in, n_out = len(fn.params), len(fn.results)
         self.loc = Locals([I32] * (2 + n_in + n_out))
         self.n, self.scratch = 0, 1
-        self.inputs = {p: 2 + i for i, p in enumerate(fn.params)}
-        self.outputs = [2 + n_in + j for j in range(n_out)]
+        inputs = {p: 2 + i for i, p in enumerate(fn.params)}
+        self.sc = _Scope(fn, inputs, [2 + n_in + j for j in range(n_out)])
         self._temps: dict[ValType, int] = {}
         self.consts: dict[Node, np.ndarray[Any, Any]] = {}
-        self.base: dict[Node, int] = {}  # key -> local holding its buffer address
         self.scratch_bytes = 0
         self.prologue: Code = []
 
@@ -276,25 +317,45 @@ class _Kernel:
 
     # -- buffers
 
-    def _scratch_buffer(self, key: Node) -> int:
+    def _alloc(self, per_case: int) -> int:
+        """A local holding the address of ``n * per_case`` bytes of scratch (set on entry)."""
         local = self.loc.new(I32)
         off = self.scratch_bytes
-        self.scratch_bytes += _align(_nbytes(key))
+        self.scratch_bytes += _align(per_case)
         addr = op("i32.add", get(self.scratch), op("i32.mul", get(self.n), i32c(off)))
         self.prologue += put(local, addr)
-        self.base[key] = local
+        return local
+
+    def _scratch_buffer(self, key: Node) -> int:
+        local = self.sc.base[key] = self._alloc(_nbytes(key))
         return local
 
     def buffer(self, key: Node) -> Code:
         """The address of key's (n, *shape) array, materialising a constant on first use."""
         if key.op is Op.PARAM:
-            return get(self.inputs[key])
-        if key not in self.base:
+            if self.sc.index_local(key) is not None:
+                return get(self._index_buffer())
+            return get(self.sc.inputs[key])
+        if key not in self.sc.base:
             if key not in self.consts:
                 raise AssertionError(f"{key} has no buffer")
             local = self._scratch_buffer(key)
             self.prologue += self._fill(key, get(local))
-        return get(self.base[key])
+        return get(self.sc.base[key])
+
+    def _index_buffer(self) -> int:
+        """The array a body's index is spread into, each iteration, for reads through memory."""
+        if self.sc.index_buf is None:
+            self.sc.index_buf = self._alloc(DType.I32.nbytes)
+        return self.sc.index_buf
+
+    def _copy_in(self, src: Node, dst: Code) -> Code:
+        """Every case of src's array copied to the array at dst (a constant: written there)."""
+        k = self.key(src)
+        if k in self.consts and k not in self.sc.base:
+            return self._fill(k, dst)
+        size = op("i32.mul", get(self.n), i32c(_nbytes(k)))
+        return [*dst, *self.buffer(k), *size, ins("memory.copy")]
 
     def _fill(self, key: Node, dst: Code) -> Code:
         """Code writing the constant key into every case of the array at dst."""
@@ -356,7 +417,7 @@ class _Kernel:
         self,
         count: int | Code,
         loads: Sequence[Stream],
-        imms: dict[object, tuple[DType, int]],
+        imms: dict[object, Imm],
         steps: Sequence[Step],
         stores: Sequence[Stream],
     ) -> Code:
@@ -390,12 +451,12 @@ class _Kernel:
         self,
         ptr: Sequence[int],
         loads: Sequence[Stream],
-        imms: dict[object, tuple[DType, int]],
+        imms: dict[object, Imm],
         steps: Sequence[Step],
         stores: Sequence[Stream],
     ) -> Code:
         code: Code = []
-        val: dict[object, Code] = {k: wl.const(dt, bits) for k, (dt, bits) in imms.items()}
+        val: dict[object, Code] = {k: _imm(dt, v) for k, (dt, v) in imms.items()}
         for p, s in zip(ptr[: len(loads)], loads, strict=True):
             local = self.loc.new(VT[s.dtype])
             code += put(local, op(_LOAD[s.dtype], get(p)))
@@ -412,13 +473,13 @@ class _Kernel:
         self,
         ptr: Sequence[int],
         loads: Sequence[Stream],
-        imms: dict[object, tuple[DType, int]],
+        imms: dict[object, Imm],
         steps: Sequence[Step],
         stores: Sequence[Stream],
     ) -> Code:
         code: Code = []
         val: dict[object, list[Code]] = {
-            k: [wl.v128_splat(dt, bits)] * wl.regs(dt) for k, (dt, bits) in imms.items()
+            k: [_vimm(dt, v)] * wl.regs(dt) for k, (dt, v) in imms.items()
         }
         for p, s in zip(ptr[: len(loads)], loads, strict=True):
             val[s.key] = []
@@ -439,7 +500,14 @@ class _Kernel:
     # -- actions
 
     def emit(self) -> Func:
-        nodes = self.fn.nodes()
+        body = self._region()
+        code = self.prologue + body  # the prologue is complete once the body is emitted
+        sig = FuncType((I32,) * (2 + len(self.fn.params) + len(self.fn.results)), ())
+        return Func(sig, tuple(self.loc.types), tuple(code), _wat_name(self.fn.name))
+
+    def _region(self) -> Code:
+        """The code of the current scope's region: its actions, then its result copies."""
+        nodes = self.sc.fn.nodes()
         self._fold_constants(nodes)
         actions = self._actions(nodes)
         owner = {id(m): k for k, act in enumerate(actions) for m in act}
@@ -457,26 +525,24 @@ class _Kernel:
                 body += self._group(act, outside, primary)
             else:
                 body += self._single(act[0], primary)
-        body += self._result_copies(primary)
-        code = self.prologue + body
-        sig = FuncType((I32,) * (2 + len(self.inputs) + len(self.outputs)), ())
-        return Func(sig, tuple(self.loc.types), tuple(code), _wat_name(self.fn.name))
+        return body + self._result_copies(primary)
 
     def _assign_outputs(self, actions: list[list[Node]]) -> dict[int, int]:
-        """Result j is written in place by the node computing it (first occurrence)."""
-        computed = {id(m) for act in actions for m in act}
+        """Result j is written in place by the node computing it (first occurrence); a loop's
+        values stay in its own two buffers and are copied."""
+        computed = {id(m) for act in actions for m in act if m.op not in _CONTROL}
         primary: dict[int, int] = {}
-        for j, r in enumerate(self.fn.results):
+        for j, r in enumerate(self.sc.fn.results):
             k = self.key(r)
             if id(k) in computed and id(k) not in primary:
                 primary[id(k)] = j
-                self.base[k] = self.outputs[j]
+                self.sc.base[k] = self.sc.outputs[j]
         return primary
 
     def _own_buffer(self, node: Node) -> Code:
-        if node not in self.base:
+        if node not in self.sc.base:
             self._scratch_buffer(node)
-        return get(self.base[node])
+        return get(self.sc.base[node])
 
     def _operand(
         self, node: Node, members: set[int], loads: list[Stream], imms: dict[object, Any]
@@ -486,6 +552,8 @@ class _Kernel:
             return k
         if k in self.consts and (bits := _uniform_bits(self.consts[k])) is not None:
             imms[k] = (k.dtype, bits)
+        elif (index := self.sc.index_local(k)) is not None:
+            imms[k] = (k.dtype, get(index))  # a loop's index: the same in every element
         else:
             loads.append(Stream(k, k.dtype, self.buffer(k)))
         return k
@@ -508,12 +576,12 @@ class _Kernel:
 
     def _result_copies(self, primary: dict[int, int]) -> Code:
         code: Code = []
-        for j, r in enumerate(self.fn.results):
+        for j, r in enumerate(self.sc.fn.results):
             k = self.key(r)
             if primary.get(id(k)) == j:
                 continue
-            dst = get(self.outputs[j])
-            if k in self.consts and k not in self.base:
+            dst = get(self.sc.outputs[j])
+            if k in self.consts and k not in self.sc.base:
                 code += self._fill(k, dst)
                 continue
             count = op("i32.mul", get(self.n), i32c(_size(k)))
@@ -524,6 +592,8 @@ class _Kernel:
     # -- movement, reductions
 
     def _single(self, node: Node, primary: dict[int, int]) -> Code:
+        if node.op in _CONTROL:
+            return _CONTROL[node.op](self, node)
         out = self._own_buffer(node)
         if node.op in _PLANS:
             return self._reduction(node, out)
@@ -604,6 +674,141 @@ class _Kernel:
         shift = a.shape[axis] * out_strides[axis]
         second = self._box(b, _nbytes(node), out, b.shape, _strides(b.shape), out_strides, 0, shift)
         return first + second
+
+    # -- dynamic indexing
+
+    def _dynamic_slice(self, node: Node, out: Code) -> Code:
+        """Per case: the window of ``size`` at the clamped start of x, row by row."""
+        x, start = node.inputs
+        return self._window(x, start, out, node, x, node.shape)
+
+    def _dynamic_update_slice(self, node: Node, out: Code) -> Code:
+        """A new array (x copied, never updated in place: x may have other readers), then per
+        case v written over the window at the clamped start."""
+        x, v, start = node.inputs
+        return self._copy_in(x, out) + self._window(v, start, out, node, x, v.shape)
+
+    def _window(
+        self, src: Node, start: Node, dst: Code, node: Node, big: Node, window: Sequence[int]
+    ) -> Code:
+        """Per case, a box of shape ``window`` copied from src to the array at dst (node's); the
+        box lies at the clamped start inside ``big``, which is src (a slice) or the result (an
+        update); the other side is the dense window.  Rows are contiguous on both sides."""
+        k, ks = self.key(src), self.key(start)
+        es = src.dtype.nbytes
+        big_strides = [s * es for s in _strides(big.shape)]
+        dense = [s * es for s in _strides(window)]
+        at_src = big is src
+        src_strides, dst_strides = (big_strides, dense) if at_src else (dense, big_strides)
+        cases = [
+            (self.buffer(k), [_nbytes(k)]),
+            (self.buffer(ks), [_nbytes(ks)]),
+            (dst, [_nbytes(node)]),
+        ]
+
+        def row(p: list[Code]) -> Code:
+            return self.map(window[-1], [Stream(k, src.dtype, p[0])], {}, [],
+                            [Stream(k, src.dtype, p[1])])  # fmt: skip
+
+        def case(p: list[Code]) -> Code:
+            code, off = self._clamped_offset(p[1], big.shape, window, big_strides)
+            moved = op("i32.add", p[0 if at_src else 2], get(off))
+            ends = (moved, p[2]) if at_src else (p[0], moved)
+            return code + self.nest(
+                window[:-1], [(ends[0], src_strides[:-1]), (ends[1], dst_strides[:-1])], row
+            )
+
+        return self.nest([get(self.n)], cases, case)
+
+    def _clamped_offset(
+        self, start: Code, dims: Sequence[int], window: Sequence[int], strides: Sequence[int]
+    ) -> tuple[Code, int]:
+        """Code setting a local to the window's byte offset: per axis ``d`` the start index
+        (i32 ``start[d]``) clamped into ``[0, dims[d] - window[d]]`` by signed i32 compares,
+        which no index value (INT32_MIN, INT32_MAX) overflows, times the axis' byte stride.
+        Only the clamped index, at most a dimension, takes part in address arithmetic."""
+        off, t = self.loc.new(I32), self.loc.new(I32)
+        code = put(off, i32c(0))
+        for d, (dim, size, stride) in enumerate(zip(dims, window, strides, strict=True)):
+            hi = dim - size
+            if hi == 0:
+                continue  # the window spans the axis: the start is 0 whatever the index
+            code += put(t, [*start, ins("i32.load", 2, 4 * d)])
+            code += put(t, select(get(t), i32c(0), op("i32.gt_s", get(t), i32c(0))))  # max(t, 0)
+            code += put(t, select(get(t), i32c(hi), op("i32.lt_s", get(t), i32c(hi))))  # min
+            code += put(off, op("i32.add", get(off), op("i32.mul", get(t), i32c(stride))))
+        return code, off
+
+    # -- loops
+
+    def _loop(self, node: Node) -> Code:
+        """A loop node's value: its group's loop is emitted at the first sibling met; every
+        sibling reads its carried value from that one run's final buffer."""
+        group = loop_group(node)
+        code: Code = []
+        if group not in self.sc.loops:
+            code, self.sc.loops[group] = self._run_loop(node)
+        self.sc.base[node] = self.sc.loops[group][node.int_attr("result")]
+        return code
+
+    def _run_loop(self, node: Node) -> tuple[Code, list[int]]:
+        """``block loop <body> <swap> br_if 0 end end``, run ``trips`` times (at least once).
+
+        Each carried value has two arrays in scratch, ``cur`` (read by the body) and ``next``
+        (the body's result j is written there); after each iteration the two pointers swap, so
+        no next value overwrites a value the same iteration still reads.  Captured operands are
+        computed before the loop, outside it; the body is emitted once, as a region of its own,
+        by the same per-node emission (loops in it nest).  The index is an i32 local, ``lo`` +
+        the iteration.  Returns the code and the locals pointing at the final values."""
+        body = loop_body(node)
+        code, inputs, cur, nxt = self._loop_operands(node, body)
+        index, count = self.loc.new(I32), self.loc.new(I32)
+        code += put(index, i32c(node.int_attr("lo"))) + put(count, i32c(node.int_attr("trips")))
+        step = self._iteration(_Scope(body, inputs, nxt, index=(body.params[0], index)))
+        for now, then in zip(cur, nxt, strict=True):  # swap: cur, next = next, cur
+            step += [*get(now), *get(then), ins("local.set", now), ins("local.set", then)]
+        step += put(index, op("i32.add", get(index), i32c(1)))  # wraps after the last trip only
+        step += [*op("i32.sub", get(count), i32c(1)), ins("local.tee", count), ins("br_if", 0)]
+        loop = [ins("block", BT_EMPTY), ins("loop", BT_EMPTY), *step, ins("end"), ins("end")]
+        return code + loop, cur
+
+    def _loop_operands(
+        self, node: Node, body: Function
+    ) -> tuple[Code, dict[Node, int], list[int], list[int]]:
+        """Before the loop: each captured operand's address in a local (computed once), each
+        carried value's two arrays with its initial value copied into ``cur``.  Returns that
+        code, the body's parameters -> address locals, and the ``cur`` and ``next`` locals."""
+        k = len(body.results)
+        params, operands = body.params, node.inputs
+        code: Code = []
+        inputs: dict[Node, int] = {}
+        for p, c in zip(params[1 + k :], operands[k:], strict=True):
+            inputs[p] = self.loc.new(I32)
+            code += put(inputs[p], self.buffer(self.key(c)))
+        cur, nxt = [], []
+        for p, init in zip(params[1 : 1 + k], operands[:k], strict=True):
+            first, second = self._alloc(_nbytes(init)), self._alloc(_nbytes(init))
+            cur.append(self.loc.new(I32))
+            nxt.append(self.loc.new(I32))
+            code += put(cur[-1], get(first)) + put(nxt[-1], get(second))
+            code += self._copy_in(init, get(cur[-1]))
+            inputs[p] = cur[-1]
+        return code, inputs, cur, nxt
+
+    def _iteration(self, scope: _Scope) -> Code:
+        """One iteration: the body's region in its own scope, preceded by spreading the index
+        into its array when something in the body reads the index through memory."""
+        outer, self.sc = self.sc, scope
+        try:
+            region = self._region()
+            if scope.index_buf is None or scope.index is None:
+                return region
+            index = get(scope.index[1])
+            spread = self.map(get(self.n), [], {"i": (DType.I32, index)}, [],
+                              [Stream("i", DType.I32, get(scope.index_buf))])  # fmt: skip
+            return spread + region
+        finally:
+            self.sc = outer
 
     def _reduction(self, node: Node, out: Code) -> Code:
         """Per case and output element: fill the work area, pad, run the tree, store x[0]."""
@@ -696,6 +901,9 @@ _MOVES: dict[Op, Callable[[_Kernel, Node, Code], Code]] = {
     Op.TRANSPOSE: _Kernel._transpose,
     Op.SLICE: _Kernel._slice,
     Op.CONCAT: _Kernel._concat,
+    # a window at a start that is data, clamped per case before it becomes an address
+    Op.DYNAMIC_SLICE: _Kernel._dynamic_slice,
+    Op.DYNAMIC_UPDATE_SLICE: _Kernel._dynamic_update_slice,  # copy of x, then the window
 }
 #: tree op -> how each output element's row is gathered into the work area; the tree's step
 #: and padding come from kera.ops (REDUCE_STEP, reduce_identity_bits)
@@ -705,12 +913,31 @@ _PLANS: dict[Op, Callable[[_Kernel, Node], _Plan]] = {
     Op.MATMUL: _Kernel._plan_matmul,  # row i of a times column j of b
 }
 
+#: ops that hold a region: no array of their own, their values stay in the region's buffers
+_CONTROL: dict[Op, Callable[[_Kernel, Node], Code]] = {
+    Op.LOOP: _Kernel._loop,  # a wasm loop over the body, carried values double-buffered
+}
+
 #: contract ops this back end lowers: the keys of its tables, never a hand-kept list
-SUPPORTED = frozenset(wl.LOWER) | frozenset(_MOVES) | frozenset(_PLANS) | _FREE
+SUPPORTED = (
+    frozenset(wl.LOWER) | frozenset(_MOVES) | frozenset(_PLANS) | frozenset(_CONTROL) | _FREE
+)
 
 
 _LOAD = {dt: f"{VT[dt].wat}.load" for dt in VT} | {BOOL: "i32.load8_u"}
 _STORE = {dt: f"{VT[dt].wat}.store" for dt in VT} | {BOOL: "i32.store8"}
+
+
+def _imm(dt: DType, value: int | Code) -> Code:
+    """One element of an :data:`Imm`: a constant, or the code yielding the value."""
+    return list(value) if isinstance(value, list) else wl.const(dt, value)
+
+
+def _vimm(dt: DType, value: int | Code) -> Code:
+    """An :data:`Imm` in every lane (a 32-bit value: the index is i32)."""
+    if isinstance(value, list):
+        return op(f"{wl.SHAPE[dt]}.splat", value)
+    return wl.v128_splat(dt, value)
 
 
 def _simd_load(dt: DType, ptr: Code) -> list[Code]:
@@ -756,9 +983,23 @@ def _tree_length(node: Node) -> int:
     return a.shape[axis]
 
 
+def _region_nodes(fn: Function, seen: set[int]) -> list[Node]:
+    """fn's nodes and those of every loop body in it, nested ones included (each body once:
+    a loop's sibling nodes share theirs)."""
+    out = []
+    for node in fn.nodes():
+        out.append(node)
+        if node.op is Op.LOOP and id(body := loop_body(node)) not in seen:
+            seen.add(id(body))
+            out += _region_nodes(body, seen)
+    return out
+
+
 def _work_bytes(fns: Sequence[Function]) -> int:
-    """The work area: room for the longest tree of any function, padded to a power of two."""
-    trees = [node for fn in fns for node in fn.nodes() if node.op in _PLANS]
+    """The work area: room for the longest tree of any function (loop bodies included),
+    padded to a power of two."""
+    seen: set[int] = set()
+    trees = [node for fn in fns for node in _region_nodes(fn, seen) if node.op in _PLANS]
     return _align(max((_pow2(_tree_length(t)) * t.dtype.nbytes for t in trees), default=0))
 
 
