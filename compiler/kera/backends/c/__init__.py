@@ -4,7 +4,8 @@ Three modules, one concern each (docs/c-backend.md is the user's guide):
 
 * ``lower``: :data:`LOWER`, one row per op, the only place an op is lowered (helper bodies per
   kind of dtype for elementwise ops, a function for the structural ones, reshape an alias),
-  with what each op does to lazy NaN canonicalisation; :data:`SUPPORTED` is its keys.
+  with what each op does to lazy NaN canonicalisation (``loop`` a region the emitter lowers
+  as a C ``for`` loop); :data:`SUPPORTED` is its keys.
 * ``emit``: the translation unit: ISA levels (:data:`ISAS`, :data:`PINNED_FLAGS`), prelude,
   helper order, header, the per-function loop over ``LOWER``, :func:`emit` and :func:`write`.
 * ``abi``: what a caller sees: element types (:data:`IO_TYPES`), entry-point names
@@ -17,16 +18,12 @@ Three modules, one concern each (docs/c-backend.md is the user's guide):
 
 from kera.backends.c.abi import E_FPENV, E_NOMEM, IO_TYPES, OK, c_ident
 from kera.backends.c.emit import ISAS, PINNED_FLAGS, CSource, Isa, emit, write
-from kera.backends.c.lower import LOWER, SUPPORTED, Alias, Helper, Nan, Structural
+from kera.backends.c.lower import LOWER, SUPPORTED, Alias, Helper, Nan, Region, Structural
 from kera.ops import Op
 
 #: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
 #: case using one as ``unsupported`` on this target, never as a pass)
-UNSUPPORTED: dict[Op, str] = {
-    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
-}
+UNSUPPORTED: dict[Op, str] = {}
 
 
 __all__ = [
@@ -44,6 +41,7 @@ __all__ = [
     "Helper",
     "Isa",
     "Nan",
+    "Region",
     "Structural",
     "c_ident",
     "emit",

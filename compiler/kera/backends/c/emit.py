@@ -23,22 +23,39 @@ NaN results are canonicalised (0x7FC00000 / 0x7FF8000000000000) lazily: arithmet
 tile *NaN-dirty*, and it is canonicalised in place before anything observes its bits (results,
 and the ops whose ``LOWER`` row says ``Nan.OBSERVES``, or a ``Nan.MOVES`` op mixing dirty and
 clean tiles; see ``_Entry._track``).
+
+Loops.  A ``loop`` is one C ``for`` over its body inside the block of rows (every row runs the
+same trips), the body lowered by the same per-node loop as a function, in a :class:`_Scope` of
+its own (``_Entry._body``).  Each carried value has two buffers reached through a *current*
+and a *next* pointer, swapped after every iteration, so the body never reads a value it has
+overwritten; carried values are canonicalised at every iteration boundary, so they are never
+NaN-dirty.  docs/c-backend.md ("Loops", "Dynamic indexing") has the details.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 
 from kera.backends.c.abi import E_FPENV, E_NOMEM, OK, c_ident, entry_points, param_name, signature
-from kera.backends.c.lower import LANE, LOWER, Alias, Nan, Structural, base_helper
+from kera.backends.c.lower import (
+    LANE,
+    LOWER,
+    Alias,
+    Helper,
+    Nan,
+    Region,
+    Structural,
+    base_helper,
+)
 from kera.dtypes import DType
 from kera.files import write_atomic
-from kera.ir import Function, Graph, Node
+from kera.ir import Function, Graph, Node, loop_body, loop_group
+from kera.ops import Op
 
 #: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
 #: -fno-math-errno only stops sqrt() from setting errno (the value is the same, correctly
@@ -446,6 +463,24 @@ class Arena:
         self.free = merged
 
 
+@dataclass
+class _Scope:
+    """What one region (the function, or a loop's body) knows while it is lowered: its lines
+    and the tiles, owners and NaN state of its nodes, keyed by ``id`` — nodes are interned and
+    may appear in several regions, each with its own tile."""
+
+    prefix: str  # of its tile names: "" for the function, "<m>_" in loop m's body
+    body: list[str]  # its lines (the function's: per block of rows; a body's: per iteration)
+    names: dict[int, str] = field(default_factory=dict)  # id(node) -> tile name
+    root: dict[int, Node] = field(default_factory=dict)  # id(node) -> owner of its tile
+    dirty: set[int] = field(default_factory=set)  # ids of owners whose NaNs may be raw
+    uniform: set[int] = field(default_factory=set)  # ids of nodes equal in every lane
+    bound: dict[int, str] = field(default_factory=dict)  # id(body parameter) -> existing tile
+    into: dict[int, str] = field(default_factory=dict)  # id(node) -> the buffer it is built in
+    groups: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # loop -> tiles
+    read: set[tuple[tuple[object, ...], int]] = field(default_factory=set)  # (loop, result)
+
+
 class _Entry:
     """One function -> its entry point (the ``Cx`` its LOWER rows see); collects the helpers
     it uses."""
@@ -454,14 +489,13 @@ class _Entry:
         self.sym, self.fn, self.lanes = sym, fn, lanes
         self.nodes = fn.nodes()
         self.helpers: dict[str, str] = {}
-        self.names: dict[int, str] = {}  # id(node) -> tile name
         self.arena = Arena()
         self.arena_slots: dict[str, tuple[int, int]] = {}  # tile -> (offset, bytes)
         self.local_bytes = 0
-        self.root: dict[int, Node] = {}  # id(node) -> the node owning its tile (aliases)
-        self.dirty: set[int] = set()  # ids of tile owners whose NaNs may be non-canonical
         self.outer: list[str] = []  # declarations and hoisted constant tiles
-        self.body: list[str] = []  # per block of rows
+        self.top = _Scope("", [])  # the function's region: its lines run per block of rows
+        self.s = self.top  # the region being lowered
+        self.loops = 0  # loops emitted so far: loop m's tiles are named after m
 
     # -- storage
 
@@ -471,7 +505,7 @@ class _Entry:
         lane = LANE[dt]
         if local:
             self.local_bytes += nbytes
-            (self.outer if hoisted else self.body).append(f"{lane} {name}[{size}];")
+            (self.outer if hoisted else self.s.body).append(f"{lane} {name}[{size}];")
             return
         off = self.arena.alloc(nbytes, reuse=not hoisted)
         self.arena_slots[name] = (off, nbytes)
@@ -485,7 +519,7 @@ class _Entry:
     # -- what the rows of LOWER use (lower.Cx)
 
     def tile(self, node: Node) -> str:
-        return self.names[id(node)]
+        return self.s.names[id(node)]
 
     def use_dtype(self, dt: DType) -> None:
         key = f"base_{dt.value}"
@@ -500,39 +534,53 @@ class _Entry:
 
     def scratch(self, node: Node, name: str, n: int) -> tuple[str, list[str]]:
         sname = f"s{name[1:]}"
-        before = len(self.body)
+        before = len(self.s.body)
         self._declare(sname, node.dtype, n, hoisted=False)
-        decl = self.body[before:]
-        del self.body[before:]
+        decl = self.s.body[before:]
+        del self.s.body[before:]
         self._release(sname)
         return sname, decl
+
+    def uniform(self, node: Node) -> bool:
+        return id(node) in self.s.uniform
 
     # -- the loop
 
     def emit(self) -> tuple[str, dict[str, str]]:
-        last = self._last_uses()
-        for i, node in enumerate(self.nodes):
-            self._lower(node, i)
-            for dead in last.get(i, ()):
-                self._release(self.names[id(dead)])
+        self._region(self.nodes, self.fn.results)
         for r in self.fn.results:
             self._clean(r)
         return self._assemble(), self.helpers
 
-    def _last_uses(self) -> dict[int, list[Node]]:
-        """index of the node after which each tile is dead (results live to the end)."""
-        root = self.root
-        for n in self.nodes:
+    def _region(self, nodes: Sequence[Node], results: Sequence[Node]) -> None:
+        """Lower a region's nodes in order into the current scope, each arena tile released
+        after its last use (results live to the end of the region)."""
+        last = self._last_uses(nodes, results)
+        self.s.read = {(loop_group(n), n.int_attr("result")) for n in nodes if n.op is Op.LOOP}
+        for i, node in enumerate(nodes):
+            self._lower(node, i)
+            for dead in last.get(i, ()):
+                self._release(self.s.names[id(dead)])
+
+    def _roots(self, nodes: Sequence[Node]) -> dict[int, Node]:
+        root = self.s.root
+        for n in nodes:
             root[id(n)] = root[id(n.inputs[0])] if isinstance(LOWER[n.op], Alias) else n
+        return root
+
+    def _last_uses(self, nodes: Sequence[Node], results: Sequence[Node]) -> dict[int, list[Node]]:
+        """index of the node after which each tile is dead (results live to the end); a body's
+        parameters are tiles of the enclosing region, never released here."""
+        root = self._roots(nodes)
         end: dict[int, int] = {}
-        for i, n in enumerate(self.nodes):
+        for i, n in enumerate(nodes):
             for x in n.inputs:
                 end[id(root[id(x)])] = i
-        for r in self.fn.results:
-            end[id(root[id(r)])] = len(self.nodes)
+        for r in results:
+            end[id(root[id(r)])] = len(nodes)
         out: dict[int, list[Node]] = {}
-        for n in self.nodes:
-            if root[id(n)] is n and id(n) in end:
+        for n in nodes:
+            if root[id(n)] is n and id(n) in end and id(n) not in self.s.bound:
                 out.setdefault(end[id(n)], []).append(n)
         return out
 
@@ -541,20 +589,22 @@ class _Entry:
     # dirty value).
 
     def _clean(self, node: Node) -> None:
-        key = id(self.root[id(node)])
-        if key not in self.dirty:
+        s = self.s
+        key = id(s.root[id(node)])
+        if key not in s.dirty:
             return
-        self.dirty.discard(key)
-        dt, tile, size = node.dtype, self.names[id(node)], prod(node.shape)
+        s.dirty.discard(key)
+        dt, tile, size = node.dtype, s.names[id(node)], prod(node.shape)
         self.use_dtype(dt)
         line = f"{tile}[j] = k_canon_{dt.value}({tile}[j]);"
-        self.body += [f"for (size_t j = 0; j < {size}; j++)", f"    {line}"]
+        s.body += [f"for (size_t j = 0; j < {size}; j++)", f"    {line}"]
 
     def _track(self, node: Node) -> None:
         """Canonicalise the inputs node observes; record whether its own tile is dirty."""
+        s = self.s
         nan = LOWER[node.op].nan
         ins = [x for x in node.inputs if x.dtype.is_float]
-        is_dirty = [id(self.root[id(x)]) in self.dirty for x in ins]
+        is_dirty = [id(s.root[id(x)]) in s.dirty for x in ins]
         if nan is Nan.OBSERVES or (nan is Nan.MOVES and len(set(is_dirty)) > 1):
             for x in ins:
                 self._clean(x)
@@ -562,25 +612,127 @@ class _Entry:
         # a float computed from floats (not int->float), or moved from a dirty tile
         raw = (nan is Nan.DIRTY and bool(ins)) or (nan is Nan.MOVES and any(is_dirty))
         if node.dtype.is_float and raw:
-            self.dirty.add(id(self.root[id(node)]))
+            s.dirty.add(id(s.root[id(node)]))
 
     def _lower(self, node: Node, i: int) -> None:
+        s = self.s
+        if id(node) in s.bound:  # a loop body's parameter: a tile of the enclosing region
+            s.names[id(node)] = s.bound[id(node)]
+            return
+        if node.op in _UNIFORM_LEAVES or (
+            node.inputs and all(self.uniform(x) for x in node.inputs)
+        ):
+            s.uniform.add(id(node))
         self._track(node)
         rule = LOWER[node.op]
         if isinstance(rule, Alias):
-            self.names[id(node)] = self.names[id(node.inputs[0])]
+            s.names[id(node)] = s.names[id(node.inputs[0])]
+            return
+        if isinstance(rule, Region):
+            s.names[id(node)] = self._loop(node)[node.int_attr("result")]
             return
         hoisted = isinstance(rule, Structural) and rule.hoisted
-        name = f"{'c' if hoisted else 't'}{i}"
-        self.names[id(node)] = name
-        args = ", ".join(self.names[id(x)] for x in node.inputs)
+        name = s.into.get(id(node)) or f"{'c' if hoisted else 't'}{s.prefix}{i}"
+        s.names[id(node)] = name
+        args = ", ".join(s.names[id(x)] for x in node.inputs)
         attrs = ", ".join(f"{k}={_attr_text(v)}" for k, v in node.attr_items if k != "value")
         what = f"{node.op.value}({', '.join(filter(None, [args, attrs]))})"
-        target = self.outer if hoisted else self.body
+        target = self.outer if hoisted else s.body
         target.append(f"/* {comment(f'{name} = {what} : {node.type}')} */")
         size = prod(node.shape)
-        self._declare(name, node.dtype, size, hoisted)
+        if id(node) not in s.into:
+            self._declare(name, node.dtype, size, hoisted)
         target += rule.lower(self, node, name, size)
+
+    # -- loops: a C for loop over the body region, the carried values double-buffered
+
+    def _loop(self, node: Node) -> list[str]:
+        """The tiles of a loop's carried values after its last iteration; the loop is emitted
+        once per group, at the first of its sibling nodes."""
+        key = loop_group(node)
+        if key not in self.s.groups:
+            self.s.groups[key] = self._emit_loop(node)
+        return self.s.groups[key]
+
+    def _emit_loop(self, node: Node) -> list[str]:
+        """Loop m.  Carried value j has two buffers, ``L<m>a<j>`` and ``L<m>b<j>``, reached
+        through the pointers ``L<m>c<j>`` (this iteration's value, which the body reads) and
+        ``L<m>n<j>`` (the next one, which it writes), swapped after every iteration: the body
+        never reads a value an earlier statement of the same iteration overwrote.  The
+        initial values are copied into the a buffers; after ``trips`` swaps the values are in
+        the a buffers (even trips) or the b buffers (odd), which name the loop's results."""
+        m, self.loops = self.loops, self.loops + 1
+        body, s = loop_body(node), self.s
+        k, lo, trips = len(body.results), node.int_attr("lo"), node.int_attr("trips")
+        ops = [s.names[id(x)] for x in node.inputs]
+        head = f"loop {m}: for i in {lo}..{lo + trips} with ({', '.join(ops[:k])})"
+        caps = f", captured ({', '.join(ops[k:])})" if ops[k:] else ""
+        s.body.append(f"/* {comment(head + caps)} */")
+        cur, nxt = [f"L{m}c{j}" for j in range(k)], [f"L{m}n{j}" for j in range(k)]
+        for j, r in enumerate(body.results):
+            a, b, size, lane = f"L{m}a{j}", f"L{m}b{j}", prod(r.shape), LANE[r.dtype]
+            self._declare(a, r.dtype, size, hoisted=False)
+            self._declare(b, r.dtype, size, hoisted=False)
+            s.body += [*_move(a, ops[j], size), f"{lane} *{cur[j]} = {a}, *{nxt[j]} = {b};"]
+        lines = self._body(node, m, cur, nxt)
+        s.body += [f"for (size_t k_i{m} = 0; k_i{m} < {trips}; k_i{m}++) {{"]
+        s.body += [f"    {x}" for x in lines] + ["}"]
+        final = [f"L{m}{'ab'[trips % 2]}{j}" for j in range(k)]
+        for j in range(k):  # the other buffer is dead now, and so is a value no node reads
+            self._release(f"L{m}{'ba'[trips % 2]}{j}")
+            if (loop_group(node), j) not in s.read:
+                self._release(final[j])
+        return final
+
+    def _body(self, node: Node, m: int, cur: list[str], nxt: list[str]) -> list[str]:
+        """One iteration of loop m: the index tile, the body's nodes as a region of their own,
+        its results canonicalised and in the next buffers, the buffers swapped."""
+        body, outer = loop_body(node), self.s
+        self.s = inner = self._scope(node, m, cur)
+        nodes = body.nodes()
+        root = self._roots(nodes)
+        for j, r in enumerate(body.results):  # computed straight into the next buffer
+            owner = root[id(r)]
+            if _buildable(owner) and id(owner) not in inner.bound and id(owner) not in inner.into:
+                inner.into[id(owner)] = nxt[j]
+        if any(n is body.params[0] for n in nodes):  # the index i = lo + iteration, as i32
+            self._declare(f"L{m}i", DType.I32, 1, hoisted=False)
+            value = f"(uint32_t)(INT64_C({node.int_attr('lo')}) + (int64_t)k_i{m})"
+            inner.body.append(f"L{m}i[0] = K_SPLAT(ku32, {value});")
+        self._region(nodes, body.results)
+        self._next(body.results, cur, nxt)
+        self.s = outer
+        return inner.body
+
+    def _scope(self, node: Node, m: int, cur: list[str]) -> _Scope:
+        """Loop m's body scope: its parameters bound to the index tile, the current buffers
+        and the captured tiles; which of them are the same in every lane."""
+        body, outer = loop_body(node), self.s
+        k = len(body.results)
+        inner = _Scope(f"{m}_", [])
+        tiles = [f"L{m}i", *cur, *(outer.names[id(x)] for x in node.inputs[k:])]
+        inner.bound = {id(p): t for p, t in zip(body.params, tiles, strict=True)}
+        every = all(id(x) in outer.uniform for x in node.inputs)  # then so is every value
+        inner.uniform = {id(body.params[0])} | {
+            id(p)
+            for j, (p, x) in enumerate(zip(body.params[1:], node.inputs, strict=True))
+            if every or (j >= k and id(x) in outer.uniform)  # a uniform capture
+        }
+        return inner
+
+    def _next(self, results: Sequence[Node], cur: list[str], nxt: list[str]) -> None:
+        """The end of an iteration: results canonicalised (carried values are never dirty),
+        those not built in their next buffer copied there (after every result is complete),
+        then each pair of buffers swapped."""
+        s = self.s
+        for r in results:
+            self._clean(r)
+        for j, r in enumerate(results):
+            if s.into.get(id(s.root[id(r)])) != nxt[j]:
+                s.body += _move(nxt[j], s.names[id(r)], prod(r.shape))
+        for j, r in enumerate(results):
+            swap = f"{LANE[r.dtype]} *k_t = {cur[j]}; {cur[j]} = {nxt[j]}; {nxt[j]} = k_t;"
+            s.body.append(f"{{ {swap} }}")
 
     def _assemble(self) -> str:
         fn = self.fn
@@ -602,7 +754,7 @@ class _Entry:
             "        size_t k_cnt = n - k_row < KERA_LANES ? n - k_row : KERA_LANES;",
             "        (void)k_cnt;",
         ]
-        out += [f"        {line}" for line in self.body]
+        out += [f"        {line}" for line in self.top.body]
         for i, r in enumerate(fn.results):
             w = 8 * r.dtype.nbytes
             out.append(
@@ -613,6 +765,26 @@ class _Entry:
             out.append("    free(k_arena);")
         out += ["    return KERA_OK;", "}", ""]
         return "\n".join(out)
+
+
+#: leaves whose every lane holds the same value
+_UNIFORM_LEAVES = frozenset({Op.CONST, Op.IOTA})
+
+
+def _buildable(node: Node) -> bool:
+    """Whether a body's result can be built straight in its next buffer: a node with code of
+    its own, computed per iteration (not a parameter, alias, hoisted leaf or nested loop)."""
+    rule = LOWER[node.op]
+    if isinstance(rule, Helper):
+        return True
+    return isinstance(rule, Structural) and not rule.hoisted and node.op is not Op.PARAM
+
+
+def _move(dst: str, src: str, size: int) -> list[str]:
+    """dst[j] = src[j] for every element (whole lane vectors: bits unchanged)."""
+    if size == 1:
+        return [f"{dst}[0] = {src}[0];"]
+    return [f"for (size_t j = 0; j < {size}; j++)", f"    {dst}[j] = {src}[j];"]
 
 
 def _attr_text(v: object) -> str:

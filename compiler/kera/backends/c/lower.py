@@ -13,8 +13,16 @@ A row is one of three kinds:
   function that returns the node's C lines, given the :class:`Cx` of the entry point being
   lowered (``kera.backends.c.emit`` drives the per-function loop, the tiles and their storage).
 * :class:`Alias` (reshape): the node's tile *is* its input's (same elements, same order).
+* :class:`Region` (loop): the node owns a region of nodes (its body), which the emitter emits
+  itself as a C ``for`` loop (``kera.backends.c.emit``, ``_Entry._loop``).
 
 Every row also says what it does to the lazy NaN canonicalisation (:class:`Nan`).
+
+Dynamic indexing (``dynamic_slice``, ``dynamic_update_slice``) clamps each start index into
+``[0, dim - window]`` in 64-bit arithmetic (``k_dyn_at``) before it becomes an address, so
+every i32 value is safe.  Starts differ between the rows of a block, so the window moves lane
+by lane (``k_lane_move``), unless the start is *uniform* (it depends on no row's data: constants
+and loop indices only, see ``Cx.uniform``), when whole lane vectors move at once.
 
 How each gap between C and the Kera contract is closed (no undefined or
 implementation-defined behaviour is relied on): integers live in unsigned lanes (wrapping is
@@ -178,6 +186,11 @@ class Cx(Protocol):
         its name and its declaration lines."""
         ...
 
+    def uniform(self, node: Node) -> bool:
+        """True when every lane of ``node``'s tile holds the same value (it is computed from
+        constants and loop indices only, never from a row's parameters)."""
+        ...
+
 
 Lower = Callable[[Cx, Node, str, int], list[str]]
 
@@ -226,7 +239,17 @@ class Alias:
     nan: Nan = Nan.MOVES
 
 
-Rule = Helper | Structural | Alias
+@dataclass(frozen=True)
+class Region:
+    """An op that owns a region of nodes (``loop``'s body): the emitter lowers it itself, as a
+    C ``for`` loop over the body's nodes with the carried values double-buffered.  Its float
+    inputs are canonicalised first and every carried value is canonicalised at the end of each
+    iteration, so a carried tile is never NaN-dirty and the loop's results are exact."""
+
+    nan: Nan = Nan.OBSERVES
+
+
+Rule = Helper | Structural | Alias | Region
 
 
 def helper_text(op: Op, dt: DType) -> str:
@@ -650,6 +673,113 @@ def _concat(cx: Cx, node: Node, name: str, size: int) -> list[str]:
     return first + second
 
 
+# ---------------------------------------------------------------------------- dynamic indexing
+
+_DYN_AT = """\
+/* Start index d of lane l (an i32 held in unsigned lanes), clamped into [0, hi] in 64-bit
+   arithmetic before it becomes an address: every i32 value is safe. */
+static inline size_t k_dyn_at(const void *start, size_t d, size_t l, int64_t hi)
+{
+    uint32_t w;
+    memcpy(&w, (const unsigned char *)start + (d * KERA_LANES + l) * 4, 4);
+    int64_t v = (int64_t)w - (int64_t)(w & 0x80000000u) * 2; /* the i32's value */
+    return (size_t)(v < 0 ? 0 : v > hi ? hi : v);
+}
+"""
+
+_LANE_MOVE = """\
+/* Lane l of element sj of src -> lane l of element dj of dst (b-byte lanes): a dynamic window
+   whose start differs between the rows of a block moves row by row. */
+static inline void k_lane_move(void *dst, size_t dj, const void *src, size_t sj, size_t l,
+                               size_t b)
+{
+    memcpy((unsigned char *)dst + (dj * KERA_LANES + l) * b,
+           (const unsigned char *)src + (sj * KERA_LANES + l) * b, b);
+}
+"""
+
+
+def _plus(base: str, offset: str) -> str:
+    return base if offset == "0" else f"{base} + {offset}"
+
+
+def _dyn_offset(cx: Cx, start: Node, dims: Shape, window: Shape, lane: str) -> str:
+    """The flat offset of the clamped window start in one lane: sum of clamp(start[d]) times
+    the stride of axis d (axes where the window spans the whole dimension start at 0)."""
+    at = cx.helper("k_dyn_at", _DYN_AT)
+    terms = []
+    for d, (dim, w, st) in enumerate(zip(dims, window, _strides(dims), strict=True)):
+        if dim > w:
+            term = f"{at}({cx.tile(start)}, {d}, {lane}, {dim - w})"
+            terms.append(term if st == 1 else f"{term} * {st}")
+    return " + ".join(terms) or "0"
+
+
+def _dyn_window(
+    cx: Cx,
+    node: Node,
+    dims: Shape,
+    window: Shape,
+    move: Callable[[str, str, str | None], str],
+) -> list[str]:
+    """Move every element of a window at the clamped start (``node.inputs[-1]``) of an array of
+    ``dims``.  ``move(offset in the array, offset in the window, lane or None)`` is the C
+    statement for one element: of every lane at once when the start is uniform, else of one
+    lane (rows of a block may start their windows at different places)."""
+    start = node.inputs[-1]
+    loops = [(f"k_a{i}", n) for i, n in enumerate(window)]
+    live = [(v, n > 1) for v, n in loops]
+    big = _lin([(v, st if on else 0) for (v, on), st in zip(live, _strides(dims), strict=True)])
+    small = _lin([(v, st if on else 0) for (v, on), st in zip(live, _strides(window), strict=True)])
+    at = _dyn_offset(cx, start, dims, window, "0")
+    if cx.uniform(start) or at == "0":  # every lane starts its window at the same place
+        body = _nest(loops, [move(_plus("k_at", big), small, None)])
+        return (
+            ["{", f"    size_t k_at = {at}; /* the same in every row */"]
+            + [f"    {x}" for x in body]
+            + ["}"]
+        )
+    at = _dyn_offset(cx, start, dims, window, "k_l")
+    body = _nest(loops, [move(_plus("k_at", big), small, "k_l")])
+    return [
+        "for (size_t k_l = 0; k_l < KERA_LANES; k_l++) { /* row by row */",
+        f"    size_t k_at = {at};",
+        *(f"    {x}" for x in body),
+        "}",
+    ]
+
+
+def _lane_move(cx: Cx, dst: str, dj: str, src: str, sj: str, lane: str, nbytes: int) -> str:
+    mover = cx.helper("k_lane_move", _LANE_MOVE)
+    return f"{mover}({dst}, {dj}, {src}, {sj}, {lane}, {nbytes});"
+
+
+def _dynamic_slice(cx: Cx, node: Node, name: str, size: int) -> list[str]:
+    x = node.inputs[0]
+    src, nbytes = cx.tile(x), node.dtype.nbytes
+
+    def move(big: str, small: str, lane: str | None) -> str:
+        if lane is None:
+            return f"{name}[{small}] = {src}[{big}];"
+        return _lane_move(cx, name, small, src, big, lane, nbytes)
+
+    return _dyn_window(cx, node, x.shape, node.shape, move)
+
+
+def _dynamic_update_slice(cx: Cx, node: Node, name: str, size: int) -> list[str]:
+    """A copy of x (the result is a new value), then v over the window."""
+    x, v = node.inputs[0], node.inputs[1]
+    src, nbytes = cx.tile(v), node.dtype.nbytes
+
+    def move(big: str, small: str, lane: str | None) -> str:
+        if lane is None:
+            return f"{name}[{big}] = {src}[{small}];"
+        return _lane_move(cx, name, big, src, small, lane, nbytes)
+
+    copy = _copy(name, 0, (1,), cx.tile(x), 0, (1,), (size,))
+    return copy + _dyn_window(cx, node, x.shape, v.shape, move)
+
+
 # ---------------------------------------------------------------------------- the table
 
 LOWER: dict[Op, Rule] = {
@@ -730,6 +860,11 @@ LOWER: dict[Op, Rule] = {
     Op.TRANSPOSE: Structural(_transpose, Nan.MOVES),
     Op.SLICE: Structural(_slice, Nan.MOVES),
     Op.CONCAT: Structural(_concat, Nan.MOVES),
+    # -- dynamic indexing: starts clamped in 64-bit arithmetic before any address is formed
+    Op.DYNAMIC_SLICE: Structural(_dynamic_slice, Nan.MOVES),
+    Op.DYNAMIC_UPDATE_SLICE: Structural(_dynamic_update_slice, Nan.MOVES),  # a copy, then v
+    # -- regions: a C for loop over the body (emit._Entry._loop), carried values double-buffered
+    Op.LOOP: Region(),
 }
 
 #: every op this back end lowers: the keys of LOWER
