@@ -109,9 +109,15 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0313", "export fn f(x: f32[4]) -> f32 { x[0, 0] }", "f32[4] has 1 axis, but 2 items index it", "x[0, 0]"),
     ("E0313", "export fn f(x: f32) -> f32 { x[0] }", "f32 is a scalar: it has no axes to index", "x[0]"),
     ("E0313", "export fn f(x: f32) -> f32 { (x, x)[0] }", "only a tensor can be indexed, found a tuple of 2 (take a tuple apart with .0 or let (a, b) = ...)", "(x, x)[0]"),
-    ("E0313", "export fn f(x: f32[4], i: f32) -> f32 { x[i] }", "an index is an integer literal or a range, found f32", "i"),
     ("E0313", "export fn f(x: f32[4], n: i32) -> f32[2] { x[n..2] }", "a range end is an integer literal such as 2 or -1", "n"),
-    ("E0314", "export fn f(x: f32[4], i: i32) -> f32 { x[i + 1] }", "a computed index needs dynamic_slice, which Kera does not have yet; index with an integer literal such as 0 or -1, or a range such as 2..6", "i + 1"),
+    # loops and dynamic indexing (more in test_loops_frontend.py)
+    ("E0218", "export fn f(x: f32[4], i: i32) -> f32[5] { dynamic_slice(x, i, size = [5]) }", "dynamic_slice size [5] does not fit in f32[4]", "dynamic_slice(x, i, size = [5])"),
+    ("E0315", "export fn f(x: f32[4], n: i32) -> f32[4] { for i in 0..n with (a = x) { a } }", "a loop bound is an integer literal such as 0 or -4: the trip count is static (index a value with the loop index instead)", "n"),
+    ("E0316", "export fn f(x: f32[4]) -> f32[4] { for i in 0..16777217 with (a = x) { a } }", "the loop 0..16777217 runs more than 16,777,216 times", "0..16777217"),
+    ("E0317", "export fn f(x: f32[4]) -> f32[4] { for i in 0..4 with (a = x) { a[0] } }", "the loop body gives f32 for the carried value 'a', which is f32[4]: a carried value keeps its initial value's type", "a[0]"),
+    ("E0318", "export fn f(x: f32[4]) -> f32[4] { for i in 0..4 with (a = x) { (a, a) } }", "the loop carries one value ('a'), but its body gives a tuple of 2", "(a, a)"),
+    ("E0319", "export fn f(x: f32[4]) -> f32[4] { for a in 0..4 with (a = x) { a } }", "'a' is bound twice in this loop: the index and the carried values need distinct names", "a"),
+    ("E0320", "export fn f(x: f32[4], i: f32) -> f32 { x[i] }", "a dynamic index is an integer scalar (i32, i64, u32 or u64), found f32", "i"),
 ]  # fmt: skip
 
 

@@ -3,7 +3,7 @@
 Stages, each a module: ``lexer`` (bytes -> tokens, trivia included), ``parser`` (tokens ->
 Start/Token/Finish/Error events), ``tree`` (events -> lossless green tree and its typed view),
 ``fmt`` (events -> formatted source), ``check`` (signatures, names, recursion), ``build``
-(expressions -> IR, type and shape checking), ``indexing`` (static index items -> slice and
-reshape bounds), ``diagnostics`` (codes, spans, rendering), ``literals`` (exact literal
-values).  ``kera.frontend`` is the entry point.
+(expressions -> IR, type and shape checking; loops through ``kera.ir.loop``), ``indexing``
+(index items -> slice and reshape bounds), ``diagnostics`` (codes, spans, rendering),
+``literals`` (exact literal values).  ``kera.frontend`` is the entry point.
 """

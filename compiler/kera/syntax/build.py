@@ -32,7 +32,18 @@ with the chain of calls, and poison.
 
 ``if c { a } else { b }`` is ``select(c, a, b)``: every branch is evaluated, and tuple-valued
 branches are selected element by element.  ``x[..]`` with static items is a ``slice`` and a
-``reshape`` (``kera.syntax.indexing``).  Neither adds an op to the contract.
+``reshape`` (``kera.syntax.indexing``); a dynamic item (an integer scalar expression) adds a
+``dynamic_slice``.  Every start vector of a dynamic op is ``kera.ir.start_vector`` of the
+scalars (``reshape`` and ``concat``, zeros as one constant): the one form that keracheck's
+source printer reads back.
+
+``for i in LO..HI with (c = init, ...) { body }`` is built by ``kera.ir.loop``: the body block
+is evaluated ONCE (so it is charged once against the ``expansion`` budget, whatever the trip
+count), with the index and the carried names bound to the loop's placeholders and every outer
+name visible as it is (``kera.ir.loop`` captures what the body uses).  Evaluating a body runs
+a nested driver, so loops nest on the Python stack — at most ``MAX_LOOP_DEPTH`` deep, which
+is checked first (E0316).  Zero trips give the initial values, after the body is checked on
+placeholders that are then dropped.
 
 Evaluation is iterative: expression handlers are generators that yield their sub-expressions
 to one driver loop, so neither deep expression trees nor long call chains use the Python stack.
@@ -44,14 +55,27 @@ import difflib
 from collections.abc import Callable, Generator
 from typing import Any
 
+import numpy as np
+
 from kera import limits
 from kera.dtypes import DType
-from kera.ir import Function, IRError, Node, const_bytes, make_node, param
-from kera.ops import ARITY, FLOAT_ONLY, AttrValue, Op, TensorType, TypeRuleError
+from kera.ir import Function, IRError, Node, const_bytes, make_node, param, start_vector
+from kera.ir import loop as ir_loop
+from kera.ops import (
+    ARITY,
+    FLOAT_ONLY,
+    MAX_LOOP_DEPTH,
+    MAX_TRIPS,
+    AttrValue,
+    Op,
+    TensorType,
+    TypeRuleError,
+)
 from kera.syntax import indexing, literals
 from kera.syntax.builtins import (
     BINARY_OPS,
     BUILTIN_NAMES,
+    DYNAMIC_BUILTINS,
     ELEMENTWISE_BUILTINS,
     MATH_BUILTINS,
     OTHER_BUILTINS,
@@ -67,11 +91,13 @@ from kera.syntax.tree import (
     CallExpr,
     CastExpr,
     FieldExpr,
+    ForExpr,
     IfExpr,
     IndexExpr,
     Kwarg,
     LetStmt,
     Literal,
+    LoopVar,
     Name,
     NameRef,
     ParenExpr,
@@ -102,8 +128,17 @@ NUMBERS = (K.INT_NUMBER, K.FLOAT_NUMBER)
 MAX_TUPLE_DEPTH = 100
 #: ``if`` is ``select`` with the branches' dtype shared and scalars broadcast
 SELECT = ELEMENTWISE_BUILTINS["select"]
-#: an index item that is not a literal: evaluated, then reported (E0313 or E0314)
+#: an index item that is not a literal: evaluated, then built as a dynamic index
 _DYNAMIC = indexing.Item(None, None, True, "", (0, 0))
+#: a dynamic item's axis as the static plan sees it: kept whole (the dynamic_slice picks one)
+_WHOLE = indexing.Item(None, None, False, "..", (0, 0))
+_I32_RANGE = (-(1 << 31), 1 << 31)  # a loop index's values: LO >= -2^31, HI <= 2^31
+#: an index of another integer dtype saturated to i32's range before ``convert`` (which wraps)
+_SATURATE: dict[DType, tuple[tuple[Op, int], ...]] = {
+    DType.I64: ((Op.MAX, -(1 << 31)), (Op.MIN, (1 << 31) - 1)),
+    DType.U32: ((Op.MIN, (1 << 31) - 1),),
+    DType.U64: ((Op.MIN, (1 << 31) - 1),),
+}
 #: builtins whose operands share one dtype without broadcasting
 UNIFIED_BUILTINS = frozenset({Op.DOT, Op.MATMUL, Op.CONCAT})
 
@@ -159,6 +194,47 @@ class Tup:
         self.depth: int = 1 + max((v.depth for v in items if isinstance(v, Tup)), default=0)
 
 
+class _BodyFailed(Exception):
+    """A loop body had an error (reported): stops ``kera.ir.loop`` from building the loop."""
+
+
+class _Loop:
+    """What evaluating one loop's body needs: its syntax and the environment around it."""
+
+    __slots__ = ("body", "carried", "env", "index")
+
+    def __init__(self, index: Name, carried: list[LoopVar], body: Block, env: Env) -> None:
+        self.index = index
+        self.carried = carried
+        self.body = body
+        self.env = env
+
+    def names(self) -> list[SyntaxToken | None]:
+        """The index's and the carried values' name tokens, in order."""
+        return [self.index.ident(), *(v.name() for v in self.carried)]
+
+    def var_names(self) -> list[str]:
+        return [t.text if t is not None else "?" for t in self.names()[1:]]
+
+
+def _span_of(body: Block) -> Span:
+    """The span of a block's value (its last expression)."""
+    items = body.items()
+    return items[-1].span if items else body.span
+
+
+def _value_spans(body: Block, k: int) -> list[Span]:
+    """Where to point for each of the k values a loop body gives: the elements of a tuple
+    expression written as the body's value, else the value as a whole."""
+    items = body.items()
+    last: SyntaxNode | None = items[-1] if items else None
+    while isinstance(last, ParenExpr):
+        last = last.inner()
+    if k > 1 and isinstance(last, TupleExpr) and len(last.elements()) == k:
+        return [e.span for e in last.elements()]
+    return [_span_of(body)] * k
+
+
 def describe(value: Node | Deferred | Tup) -> str:
     """A value's type as messages name it: ``f32[4]``, ``a tuple of 2``, ``a literal``."""
     if isinstance(value, Tup):
@@ -203,6 +279,19 @@ def _short(text: str) -> str:
     return text if len(text) <= 24 else text[:20] + "..."
 
 
+def _normalize_axis(attrs: dict[str, AttrValue], nodes: list[Node]) -> dict[str, AttrValue]:
+    """``axis = -1`` counts from the end: rank + axis, the rank being the first operand's (or,
+    for ``iota``, its ``shape``'s).  An axis still out of range is left for the typing rule to
+    report as written."""
+    axis = attrs.get("axis")
+    if not isinstance(axis, int) or isinstance(axis, bool) or axis >= 0:
+        return attrs
+    shape = nodes[0].shape if nodes else attrs.get("shape")
+    if not isinstance(shape, tuple) or axis + len(shape) < 0:
+        return attrs
+    return {**attrs, "axis": axis + len(shape)}
+
+
 class Builder:
     """Evaluates function bodies to IR nodes, reporting into ``r``."""
 
@@ -217,6 +306,8 @@ class Builder:
         self.limits = limits.current()
         self.recursion_sites: set[Span] = set()
         self.expanded: set[str] = set()  # functions whose body some call has evaluated
+        self.loop_depth = 0  # loop bodies being evaluated (nested drivers on the stack)
+        self.check_serial = 0  # names the placeholders of a loop body that is only checked
         self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
             K.BLOCK: self.block,
             K.BIN_EXPR: self.binary,
@@ -227,6 +318,7 @@ class Builder:
             K.FIELD_EXPR: self.field,
             K.IF_EXPR: self.if_,
             K.INDEX_EXPR: self.index,
+            K.FOR_EXPR: self.for_,
         }
 
     # ------------------------------------------------------------------ driver
@@ -566,22 +658,27 @@ class Builder:
 
     # ---------------------------------------------------------------- index
     def index(self, node: IndexExpr, env: Env) -> Handler:
-        """``x[item, ...]`` with static items: a ``slice`` and a ``reshape``.  A computed
-        index is evaluated (so its own errors are reported) and then refused (E0314)."""
+        """``x[item, ...]``: static items are a ``slice`` and a ``reshape``; a computed item
+        (an integer scalar) is evaluated and read with a ``dynamic_slice``."""
         base = yield node.base(), env
-        items: list[indexing.Item | None] = []
+        items: list[indexing.Item | Node | None] = []
         for item in node.items():
             static = self.index_item(item)
             if static is _DYNAMIC:
                 value = yield item, env
-                static = self.dynamic_index(value, item.span)
+                items.append(self.index_scalar(value, item.span, "a dynamic index"))
+                continue
             items.append(static)
-        if not items or node.token(K.L_BRACK) is None or base is None or None in items:
+        ok = [i for i in items if i is not None]
+        if not items or node.token(K.L_BRACK) is None or base is None or len(ok) != len(items):
             return None
         target = self.indexable(base, len(items), node.span)
         if target is None:
             return None
-        return self.lower_index(target, [i for i in items if i is not None], node.span)
+        statics = [i for i in ok if isinstance(i, indexing.Item)]
+        if len(statics) == len(ok):
+            return self.lower_index(target, statics, node.span)
+        return self.lower_dynamic_index(target, ok, node.span)
 
     def index_item(self, item: SyntaxNode) -> indexing.Item | None:
         """The static item of ``item``, :data:`_DYNAMIC` for a computed index, or None after
@@ -609,24 +706,59 @@ class Builder:
             self.r.error("E0313", "a range end is an integer literal such as 2 or -1", node.span)
         return NOT_STATIC if k is None else k
 
-    def dynamic_index(self, value: Value, span: Span) -> Any:
-        """Report a computed index: E0314 for an integer scalar, E0313 for anything else."""
+    def index_scalar(self, value: Value, span: Span, what: str) -> Node | None:
+        """A dynamic index or start index as an ``i32`` scalar, or E0320 when it is not an
+        integer scalar.  Other integer dtypes are saturated to i32's range (``min``/``max``
+        in their own dtype, then ``convert``, which would wrap): exact, since every dimension
+        is below 2^24 and the op clamps the start into range anyway."""
         if value is None:
             return None
-        is_int = isinstance(value, Deferred) and not value.is_float
-        is_int = is_int or (isinstance(value, Node) and value.dtype.is_int and not value.shape)
-        if not is_int:
+        if isinstance(value, Deferred) and not value.is_float:
+            return self.materialize(value, DType.I32)
+        if not isinstance(value, Node) or not value.dtype.is_int or value.shape:
             return self.r.error(
-                "E0313",
-                f"an index is an integer literal or a range, found {describe(value)}",
+                "E0320",
+                f"{what} is an integer scalar (i32, i64, u32 or u64), found {describe(value)}",
                 span,
             )
-        return self.r.error(
-            "E0314",
-            "a computed index needs dynamic_slice, which Kera does not have yet; "
-            "index with an integer literal such as 0 or -1, or a range such as 2..6",
-            span,
+        node: Node | None = value
+        for op, bound in _SATURATE.get(value.dtype, ()):
+            limit = const_bytes(np.array(bound, value.dtype.np).tobytes(), value.dtype, ())
+            node = self.make(op, [node, limit], {}, span) if node is not None else None
+        if node is None or node.dtype is DType.I32:
+            return node
+        return self.make(Op.CONVERT, [node], {"to": DType.I32}, span)
+
+    def lower_dynamic_index(
+        self, x: Node, items: list[indexing.Item | Node], span: Span
+    ) -> Node | None:
+        """``x[items]`` with dynamic items: the static items' ``slice`` (dynamic axes kept
+        whole), a ``dynamic_slice`` of size 1 on the dynamic axes, and a ``reshape`` that drops
+        the indexed axes (static and dynamic)."""
+        rank = len(x.shape)
+        statics = [i if isinstance(i, indexing.Item) else _WHOLE for i in items]
+        try:
+            plan = indexing.plan(x.shape, statics, str(x.type))
+        except indexing.IndexingError as e:
+            return self.r.error("E0313", e.message, e.span)
+        node: Node | None = x
+        if plan.slices(x.shape):
+            node = self.make(Op.SLICE, [x], {"start": plan.start, "stop": plan.stop}, span)
+        padded: list[indexing.Item | Node | None] = [*items, *[None] * (rank - len(items))]
+        starts = [i if isinstance(i, Node) else None for i in padded]
+        sliced = [b - a for a, b in zip(plan.start, plan.stop, strict=True)]
+        size = tuple(1 if isinstance(i, Node) else d for i, d in zip(padded, sliced, strict=True))
+        kept = tuple(
+            d
+            for i, d in zip(padded, sliced, strict=True)
+            if not isinstance(i, Node) and not (i is not None and i.drops)
         )
+        if node is None:
+            return None
+        node = self.make(Op.DYNAMIC_SLICE, [node, start_vector(starts)], {"size": size}, span)
+        if node is None:
+            return None
+        return self.make(Op.RESHAPE, [node], {"shape": kept}, span)
 
     def indexable(self, base: Node | Deferred | Tup, n: int, span: Span) -> Node | None:
         """``base`` when it is a tensor with at least ``n`` axes."""
@@ -658,6 +790,199 @@ class Builder:
         if node is not None and plan.reshapes():
             node = self.make(Op.RESHAPE, [node], {"shape": plan.shape}, span)
         return node
+
+    # ------------------------------------------------------------------ for
+    def for_(self, node: ForExpr, env: Env) -> Handler:
+        """``for i in LO..HI with (c = init, ...) { body }``: the carried values after the last
+        iteration (one value, or a tuple of them).  The initial values are evaluated here, in
+        order; the body once, inside ``kera.ir.loop`` (see the module doc)."""
+        parts = node.parts()
+        if parts is None:
+            return None  # a part is missing: the parser has reported it
+        index, bounds_node, carried, body = parts
+        bounds = self.loop_bounds(bounds_node)
+        inits: list[Node | None] = []
+        for var in carried:
+            init = var.init()
+            assert init is not None
+            inits.append(self.carried_init((yield init, env), init.span))
+        names_ok = self.loop_names(index, carried)
+        if self.loop_depth >= MAX_LOOP_DEPTH:
+            kw = node.token(K.FOR_KW)
+            return self.r.error(
+                "E0316",
+                f"loops nest more than {MAX_LOOP_DEPTH} deep here (bodies included through "
+                "calls); move the inner loop out, or merge two loops into one",
+                kw.span if kw is not None else node.span,
+            )
+        spec = _Loop(index, carried, body, env)
+        ok = [n for n in inits if n is not None]
+        if bounds is None or not names_ok or len(ok) != len(inits) or bounds[1] == 0:
+            out = self.check_body(spec, inits)
+            if out is None or bounds is None or not names_ok or len(ok) != len(inits):
+                return None
+            return ok[0] if len(ok) == 1 else Tup(tuple(ok))  # zero trips: the initial values
+        return self.build_loop(spec, bounds, ok, node.span)
+
+    def build_loop(
+        self, spec: _Loop, bounds: tuple[int, int], inits: list[Node], span: Span
+    ) -> Value:
+        def body_fn(i: Node, carried: list[Node]) -> list[Node]:
+            out = self.body_value(spec, i, list(carried))
+            if out is None:
+                raise _BodyFailed
+            return out
+
+        try:
+            nodes = ir_loop(bounds[0], bounds[1], inits, body_fn)
+        except _BodyFailed:
+            return None  # reported where it failed
+        except TypeRuleError as e:
+            return self.r.error(e.code, e.message, span)
+        except IRError as e:  # a body over the function_elements budget
+            return self.r.error("E0216", str(e), span)
+        return nodes[0] if len(nodes) == 1 else Tup(tuple(nodes))
+
+    def check_body(self, spec: _Loop, inits: list[Node | None]) -> list[Node] | None:
+        """Check a body that builds no loop (zero trips, or an error before it): on fresh
+        placeholders of the index's and carried values' types, then dropped."""
+        self.check_serial += 1
+        tag = f"__check{self.check_serial}_"
+        i = param(0, tag + "i", DType.I32)
+        carried = [
+            None if n is None else param(1 + k, f"{tag}{k}", n.dtype, n.shape)
+            for k, n in enumerate(inits)
+        ]
+        return self.body_value(spec, i, carried)
+
+    def body_value(self, spec: _Loop, i: Node, carried: list[Node | None]) -> list[Node] | None:
+        """Evaluate the body with the index and carried names bound (a nested driver); the
+        next carried values, checked against the carried types."""
+        scope = dict(spec.env)
+        for tok, bound in zip(spec.names(), [i, *carried], strict=True):
+            if tok is not None and tok.text != "_" and reserved(tok.text) is None:
+                scope[tok.text] = bound
+        self.loop_depth += 1
+        try:
+            value = self.run(spec.body, scope)
+        finally:
+            self.loop_depth -= 1
+        types = [n.type for n in carried if n is not None]
+        if value is None or len(types) != len(carried):
+            return None
+        return self.next_carried(spec, value, types)
+
+    def next_carried(
+        self, spec: _Loop, value: Node | Deferred | Tup, types: list[TensorType]
+    ) -> list[Node] | None:
+        """The body's value as the k next carried values: one value for k = 1, else a tuple of
+        k (E0318), each of its carried value's type (E0317; literals adapt)."""
+        k = len(types)
+        spans = _value_spans(spec.body, k)
+        if (k == 1) == isinstance(value, Tup) or (isinstance(value, Tup) and len(value.items) != k):
+            names = ", ".join(f"'{n}'" for n in spec.var_names())
+            many = f"{k} values ({names})" if k > 1 else f"one value ({names})"
+            return self.r.error(
+                "E0318",
+                f"the loop carries {many}, but its body gives {describe(value)}",
+                spans[0] if k == 1 else _span_of(spec.body),
+            )
+        items = value.items if isinstance(value, Tup) else (value,)
+        out = [
+            self.carry(v, t, name, span)
+            for v, t, name, span in zip(items, types, spec.var_names(), spans, strict=True)
+        ]
+        ok = [n for n in out if n is not None]
+        return ok if len(ok) == len(out) else None
+
+    def carry(
+        self, value: Node | Deferred | Tup, t: TensorType, name: str, span: Span
+    ) -> Node | None:
+        """One next carried value: the carried value's type exactly (E0317)."""
+        if isinstance(value, Deferred):
+            return self.coerce(value, t, span)
+        if isinstance(value, Node) and value.type == t:
+            return value
+        return self.r.error(
+            "E0317",
+            f"the loop body gives {describe(value)} for the carried value '{name}', which is "
+            f"{t}: a carried value keeps its initial value's type",
+            span,
+        )
+
+    def loop_bounds(self, bounds: Range) -> tuple[int, int] | None:
+        """(LO, trips) of ``LO..HI``, or None after reporting: the ends are integer literals
+        (E0315), ``LO <= HI``, the index fits in ``i32`` (E0315), and at most ``MAX_TRIPS``
+        trips (E0316).  Messages quote the source, never a (maybe huge) number."""
+        lo_node, hi_node = bounds.ends()
+        ends: list[int | None] = []
+        for end in (lo_node, hi_node):
+            if end is None:
+                return None  # the parser has reported it
+            k = static_int(end)
+            if isinstance(k, _NotStatic):
+                self.r.error(
+                    "E0315",
+                    "a loop bound is an integer literal such as 0 or -4: the trip count is "
+                    "static (index a value with the loop index instead)",
+                    end.span,
+                )
+                k = None
+            ends.append(k)
+        lo, hi = ends
+        if lo is None or hi is None:
+            return None
+        text = _short(bounds.text())
+        if hi < lo:
+            return self.r.error(
+                "E0315",
+                f"the loop range {text} is reversed: write it as LO..HI with LO <= HI",
+                bounds.span,
+            )
+        if lo < _I32_RANGE[0] or hi > _I32_RANGE[1]:
+            return self.r.error(
+                "E0315",
+                f"the loop range {text} leaves i32: the index runs from -2147483648 to 2147483647",
+                bounds.span,
+            )
+        if hi - lo > MAX_TRIPS:
+            return self.r.error(
+                "E0316", f"the loop {text} runs more than {MAX_TRIPS:,} times", bounds.span
+            )
+        return lo, hi - lo
+
+    def loop_names(self, index: Name, carried: list[LoopVar]) -> bool:
+        """Check the index and carried names: no type name (E0106), none twice (E0319; ``_``
+        binds nothing and may repeat)."""
+        ok = True
+        seen: set[str] = set()
+        for tok in [index.ident(), *(v.name() for v in carried)]:
+            if tok is None or tok.text == "_":
+                continue
+            why = reserved(tok.text)
+            if why:
+                self.r.error("E0106", f"{why} and cannot name a variable", tok.span)
+                ok = False
+            elif tok.text in seen:
+                self.r.error(
+                    "E0319",
+                    f"'{tok.text}' is bound twice in this loop: the index and the carried "
+                    "values need distinct names",
+                    tok.span,
+                )
+                ok = False
+            seen.add(tok.text)
+        return ok
+
+    def carried_init(self, value: Value, span: Span) -> Node | None:
+        """An initial value as a tensor: a literal takes its default type (i32 or f32)."""
+        if isinstance(value, Tup):
+            return self.r.error(
+                "E0307", "a carried value is a tensor, not a tuple (carry each part)", span
+            )
+        if isinstance(value, Deferred):
+            return self.materialize(value, value.default)
+        return value
 
     # ------------------------------------------------------------------- calls
     def call(self, node: CallExpr, env: Env) -> Handler:
@@ -790,6 +1115,8 @@ class Builder:
             return self.elementwise(ELEMENTWISE_BUILTINS[name], values, node.span)
         if name in MATH_BUILTINS:
             return self.math(name, values[0], node.span)
+        if name in DYNAMIC_BUILTINS:
+            return self.dynamic_builtin(name, node, values, attrs, kwargs)
         op = OTHER_BUILTINS[name]
         if len(values) != ARITY[op]:
             return self.r.error(
@@ -798,7 +1125,71 @@ class Builder:
         nodes = self.materialize_all(values, unify=op in UNIFIED_BUILTINS)
         if nodes is None:
             return None
-        return self.make(op, nodes, attrs, node.span, kwargs)
+        return self.make(op, nodes, _normalize_axis(attrs, nodes), node.span, kwargs)
+
+    def dynamic_builtin(
+        self,
+        name: str,
+        node: CallExpr,
+        values: list[Value],
+        attrs: dict[str, AttrValue],
+        kwargs: list[Kwarg],
+    ) -> Value:
+        """``dynamic_slice(x, i0, .., size = [..])`` and ``dynamic_update_slice(x, v, i0, ..)``:
+        the scalar start indices (fewer than the rank: the rest start at 0) become the op's
+        ``i32[rank]`` start vector; a ``v`` of lower rank gets unit axes prepended."""
+        op = DYNAMIC_BUILTINS[name]
+        first = ARITY[op] - 1  # the start vector is the op's last operand
+        if len(values) < first:
+            what = "x" if first == 1 else "x, v"
+            return self.r.error(
+                "E0204", f"{name} takes {what} and start indices, got {len(values)}", node.span
+            )
+        x = self.materialize_all(values[:1], unify=False)
+        if x is None:
+            return None
+        rank = len(x[0].shape)
+        if rank == 0:
+            return self.r.error(
+                "E0218", f"{name} needs an operand of rank >= 1, got {x[0].type}", node.span
+            )
+        args = node.args()
+        spans = [a.span for a in args.positional()] if args is not None else []
+        starts = values[first:]
+        if len(starts) > rank:
+            return self.r.error(
+                "E0320",
+                f"{name} of {x[0].type} takes at most {rank} start "
+                f"ind{'ex' if rank == 1 else 'ices'}, got {len(starts)}",
+                spans[first + rank] if len(spans) > first + rank else node.span,
+            )
+        idx = [
+            self.index_scalar(v, sp, "a start index")
+            for v, sp in zip(starts, spans[first:], strict=True)
+        ]
+        starts_ok = [i for i in idx if i is not None]
+        if len(starts_ok) != len(idx):
+            return None
+        vec = start_vector([*starts_ok, *[None] * (rank - len(idx))])
+        operands = [x[0]]
+        if op is Op.DYNAMIC_UPDATE_SLICE:
+            v = self.update_value(values[1], x[0], node.span)
+            if v is None:
+                return None
+            operands.append(v)
+        return self.make(op, [*operands, vec], attrs, node.span, kwargs)
+
+    def update_value(self, value: Value, x: Node, span: Span) -> Node | None:
+        """The ``v`` of ``dynamic_update_slice``: a literal takes x's dtype; a lower rank is
+        read with unit axes prepended (a scalar writes one element)."""
+        if isinstance(value, Deferred):
+            value = self.materialize(value, x.dtype)
+        if not isinstance(value, Node):
+            return None
+        missing = len(x.shape) - len(value.shape)
+        if missing <= 0:
+            return value
+        return self.make(Op.RESHAPE, [value], {"shape": (1,) * missing + value.shape}, span)
 
     def math(self, name: str, value: Value, span: Span) -> Value:
         fn = MATH_BUILTINS[name]
@@ -1039,5 +1430,5 @@ class Builder:
         try:
             return Function(sig.name, params, results)
         except IRError as e:
-            code = "E0216" if "per function" in str(e) else "E0309"
+            code = "E0216" if "function_elements" in str(e) else "E0309"
             return self.r.error(code, str(e), sig.fn.span)

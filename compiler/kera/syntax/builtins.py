@@ -68,6 +68,12 @@ OTHER_BUILTINS: dict[str, Op] = {
         *(Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
     )
 }
+#: dynamic indexing: start indices are scalar operands, assembled into the op's ``i32[rank]``
+#: start vector by the front end (``kera.syntax.build``, ``dynamic_builtin``)
+DYNAMIC_BUILTINS: dict[str, Op] = {
+    "dynamic_slice": Op.DYNAMIC_SLICE,  # (x, i0, i1, ..., size = [..])
+    "dynamic_update_slice": Op.DYNAMIC_UPDATE_SLICE,  # (x, v, i0, i1, ...)
+}
 #: expanded by kera.mathlib into contract ops (they are not IR ops)
 MATH_BUILTINS: dict[str, Callable[[Node], Node]] = {
     "exp": mathlib.exp,
@@ -77,4 +83,6 @@ MATH_BUILTINS: dict[str, Callable[[Node], Node]] = {
 }
 
 #: every name a call can use for a builtin (so no user function or variable may take it)
-BUILTIN_NAMES = frozenset({*ELEMENTWISE_BUILTINS, *OTHER_BUILTINS, *MATH_BUILTINS})
+BUILTIN_NAMES = frozenset(
+    {*ELEMENTWISE_BUILTINS, *OTHER_BUILTINS, *MATH_BUILTINS, *DYNAMIC_BUILTINS}
+)

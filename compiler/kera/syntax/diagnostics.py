@@ -11,7 +11,7 @@ followed by the source line and a caret line under the span (clipped to the firs
 
 Codes: ``E00xx`` syntax (lexer, parser), ``E01xx`` names and items, ``E02xx`` typing rules of
 ``kera.ops`` reported as they are, ``E03xx`` front-end typing (literals, coercions, tuples,
-destructuring, ``if``, indexing).
+destructuring, ``if``, indexing, loops).
 The table with one line per code is in ``docs/language.md``.
 """
 

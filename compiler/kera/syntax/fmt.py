@@ -10,6 +10,8 @@ went in, in the same order.  Layout rules:
 * one space around binary operators, ``=``, ``->`` and ``as``, after ``,`` and ``:``; none inside
   brackets, before ``(`` of a call or parameter list, before ``[`` of a shape or an index,
   around ``.`` and ``..``, after a unary operator;
+* a ``for`` reads ``for i in 0..8 with (a = x, b = y) {``, its body laid out like any block;
+  the ``{`` of its body stays on the line of the ``with`` list;
 * an ``if`` the author wrote on one line, with no comment inside and no ``let`` in its blocks,
   stays on one line: ``if c { a } else if d { b } else { e }``.  Any other ``if`` has its
   branches laid out like any block, with ``} else {`` and ``} else if d {`` on one line;
@@ -39,6 +41,7 @@ _NO_SPACE_BEFORE = frozenset({K.R_PAREN, K.R_BRACK, K.COMMA, K.SEMI, K.DOT, K.CO
 _UNARY = frozenset({K.MINUS, K.BANG, K.TILDE})
 _JOIN_BEFORE = frozenset({K.COMMA, K.SEMI, K.DOT, K.COLON, K.ELSE_KW})
 _NO_SPACE_BEFORE_BRACK = frozenset({K.DIMS, K.INDEX_EXPR})  # f32[4], x[0]
+_BLOCK_OWNERS = frozenset({K.IF_EXPR, K.FOR_EXPR})  # `if c {`, `for i in 0..4 with (..) {`
 
 
 def _space(prev: int, prev_parent: int, cur: int, parent: int) -> bool:
@@ -148,11 +151,11 @@ class _Formatter:
 
     def joins(self, tok: int) -> bool:
         """Whether ``tok`` stays on the line before it whatever the author wrote: ``, ; . :``,
-        ``else``, and the ``{`` of an if's branch."""
+        ``else``, and the ``{`` of an if's branch or a loop's body."""
         if tok in _JOIN_BEFORE:
             return True
         stack = self.stack
-        return tok == K.L_BRACE and len(stack) > 1 and stack[-2] == K.IF_EXPR
+        return tok == K.L_BRACE and len(stack) > 1 and stack[-2] in _BLOCK_OWNERS
 
     def token(self) -> None:
         """Emit the next significant token (and the comments before it)."""

@@ -11,7 +11,8 @@ that names the valid range.
 The result is ``reshape(slice(x, start, stop), shape = kept)``, both contract ops, without a
 ``slice`` that keeps everything or a ``reshape`` that drops nothing (so ``x[..]`` is ``x``).
 This module only does the arithmetic; ``kera.syntax.build`` evaluates the items and builds
-the nodes.
+the nodes.  A dynamic item (an integer scalar expression) is planned here as a whole axis
+(``..``); the builder then reads one element of it with a ``dynamic_slice`` and drops it.
 """
 
 from __future__ import annotations

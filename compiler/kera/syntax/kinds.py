@@ -61,7 +61,8 @@ class SyntaxKind(enum.IntEnum):
     EOF = 45
     IF_KW = 46
     ELSE_KW = 47
-    DOTDOT = 48  # `..` of a range in an index
+    DOTDOT = 48  # `..` of a range in an index, or of a loop's bounds
+    FOR_KW = 49
     # nodes
     SOURCE_FILE = 50
     FN_DEF = 51
@@ -91,7 +92,12 @@ class SyntaxKind(enum.IntEnum):
     TUPLE_PAT = 75  # `(a, (b, _))` after `let`
     IF_EXPR = 76  # `if c { .. } else ..`: the else part is a BLOCK or another IF_EXPR
     INDEX_EXPR = 77  # `x[item, ..]`
-    RANGE = 78  # `a..b`, `a..`, `..b`, `..` as an index item (not an expression)
+    RANGE = 78  # `a..b`, `a..`, `..b`, `..`: an index item, or a loop's bounds (not an expression)
+    FOR_EXPR = 79  # `for i in LO..HI with (c = init, ..) { body }`
+    LOOP_VARS = 80  # `(c = init, ..)` after `with`
+    LOOP_VAR = 81  # `c = init`, one carried value
+    IN_KW = 82
+    WITH_KW = 83
 
 
 K = SyntaxKind
@@ -106,6 +112,9 @@ KEYWORDS: dict[bytes, SyntaxKind] = {
     b"false": K.FALSE_KW,
     b"if": K.IF_KW,
     b"else": K.ELSE_KW,
+    b"for": K.FOR_KW,
+    b"in": K.IN_KW,
+    b"with": K.WITH_KW,
     b"inf": K.FLOAT_NUMBER,
     b"nan": K.FLOAT_NUMBER,
 }
@@ -165,6 +174,7 @@ EXPRS = frozenset(
         K.FIELD_EXPR,
         K.IF_EXPR,
         K.INDEX_EXPR,
+        K.FOR_EXPR,
     }
 )
 

@@ -7,8 +7,8 @@ Concatenating the tokens gives back the input, byte for byte, for any input.
 Token rules (longest match, first rule wins):
 
 * whitespace ``[ \t\r\n]+``; ``// ...`` to the end of the line; ``/* ... */`` (not nested);
-* identifiers ``[A-Za-z_][A-Za-z0-9_]*``; keywords ``fn export let as true false if else``; the words
-  ``inf`` and ``nan`` are float literals;
+* identifiers ``[A-Za-z_][A-Za-z0-9_]*``; keywords ``fn export let as true false if else for in
+  with``; the words ``inf`` and ``nan`` are float literals;
 * numbers: one token for ``0x``/``0b`` literals or a decimal with optional ``.digits`` and
   exponent, plus any identifier characters stuck to it (the suffix) — so ``1.5f64``,
   ``0xffu32``, and also the malformed ``1e`` or ``3u8``, are each one token; malformed ones

@@ -20,7 +20,8 @@ wrapped in an ``ERROR`` node.  Every loop consumes a token or exits, so parsing 
 
 Depth: binary chains, prefix operators, postfix chains (calls, fields, indices) and else-if
 chains are parsed by loops; only brackets (``( [ {``, argument and index lists, tuple
-patterns) and an ``if`` inside a condition recurse.  Nesting deeper than :data:`MAX_NESTING`
+patterns, a loop's carried values), an ``if`` inside a condition and a ``for`` inside a loop's
+bounds or initial values recurse.  Nesting deeper than :data:`MAX_NESTING`
 is reported once (E0012) and the over-deep bracket (or ``if``) is skipped to its end, so no
 input exhausts the Python stack.
 """
@@ -74,6 +75,7 @@ EXPR_START = frozenset(
         K.L_BRACE,
         K.L_BRACK,
         K.IF_KW,
+        K.FOR_KW,
         *PREFIX_OPS,
     }
 )
@@ -85,6 +87,7 @@ CLOSED_BY = frozenset({K.R_PAREN, K.R_BRACK, K.R_BRACE, K.SEMI, K.COMMA, K.LET_K
 #: tokens an expression error does not swallow: they close or start an enclosing construct
 EXPR_RECOVERY = frozenset(
     {K.SEMI, K.COMMA, K.R_PAREN, K.R_BRACK, K.R_BRACE, K.LET_KW, K.ELSE_KW, K.EOF, *ITEM_START}
+    | {K.IN_KW, K.WITH_KW}
 )
 #: tokens that end an index item (so ``x[2..]`` has no upper bound)
 INDEX_END = frozenset({K.COMMA, K.R_BRACK})
@@ -580,6 +583,8 @@ def primary(p: Parser) -> int | None:
         return array(p)
     if k == K.IF_KW:
         return if_expr(p)
+    if k == K.FOR_KW:
+        return for_expr(p)
     return None
 
 
@@ -719,6 +724,92 @@ def too_deep_if(p: Parser) -> int:
             pending -= 1
             if pending == 0:
                 break
+    return p.complete(m, K.ERROR)
+
+
+def for_expr(p: Parser) -> int:
+    """``for i in LO..HI with (c = init, ...) { body }``.  The bounds recurse into
+    expressions, so they count towards the nesting limit like an ``if`` condition (the
+    carried values are in brackets and the body is a block, which count themselves)."""
+    if p.depth >= MAX_NESTING:
+        return too_deep_for(p)
+    m = p.start()
+    p.bump()
+    name(p, "the loop index name (or _)")
+    p.expect(K.IN_KW, "'in' and the loop bounds, such as 0..8")
+    if p.at(K.DOTDOT) or p.current() in EXPR_START:
+        p.depth += 1  # only the bounds: the carried values and the body count themselves
+        loop_bounds(p)
+        p.depth -= 1
+    if not p.eat(K.WITH_KW):
+        p.expected("'with' and the carried values, such as with (acc = 0.0)")
+    elif p.at(K.L_PAREN):
+        loop_vars(p)
+    else:
+        p.expected("'(' and the carried values, such as (acc = 0.0)")
+    branch(p, "'{' and the loop body")
+    return p.complete(m, K.FOR_EXPR)
+
+
+def loop_bounds(p: Parser) -> None:
+    """``LO..HI`` as a RANGE node: both ends are expressions (the checker wants literals)."""
+    m = p.start()
+    if not p.at(K.DOTDOT) and not expr(p):
+        p.unexpected("the first index of the loop, such as 0")
+    if p.expect(K.DOTDOT, "'..' and the end of the loop range") and not expr(p):
+        p.unexpected("the end of the loop range, such as 8")
+    p.complete(m, K.RANGE)
+
+
+def loop_vars(p: Parser) -> None:
+    """``(c = init, ...)``: at least one carried value, trailing ``,`` ok."""
+    if p.enter() is not None:
+        return
+    m = p.start()
+    p.bump()
+    if delimited(p, K.R_PAREN, "a carried value 'name = value'", loop_var) == 0:
+        p.expected("a carried value such as acc = 0.0")
+    p.expect(K.R_PAREN, "')'")
+    p.leave()
+    p.complete(m, K.LOOP_VARS)
+
+
+def loop_var(p: Parser) -> bool:
+    if not p.at(K.IDENT):
+        return False
+    m = p.start()
+    name(p, "a carried value's name")
+    if p.expect(K.EQ, "'=' and the initial value") and not expr(p):
+        p.unexpected("the initial value")
+    p.complete(m, K.LOOP_VAR)
+    return True
+
+
+def too_deep_for(p: Parser) -> int:
+    """A ``for`` nested too deep: report it once and skip it inside an ERROR node.  Bracket
+    groups are skipped whole; ``pending`` counts the loops whose body is still to come (a
+    ``for`` in the bounds adds one; a ``{`` group right after a ``with (...)`` group is a body
+    and ends one), so the skip ends where the outermost skipped ``for`` ends."""
+    m = p.start()
+    p.error(f"brackets nested more than {MAX_NESTING} deep; use let bindings", code="E0012")
+    pending = 0
+    after_with = False
+    while not p.at(K.EOF) and p.current() not in CLOSED_BY:
+        body = after_with and p.at(K.L_BRACE)
+        after_with = False
+        if p.eat(K.FOR_KW):
+            pending += 1
+        elif p.eat(K.WITH_KW):
+            if p.at(K.L_PAREN):
+                p.skip_balanced()
+                after_with = True
+        elif p.current() in CLOSERS:
+            p.skip_balanced()
+            pending -= body
+            if body and pending == 0:
+                break
+        else:
+            p.bump()
     return p.complete(m, K.ERROR)
 
 

@@ -573,3 +573,47 @@ class Range(SyntaxNode):
         """The start and the end expressions, None where omitted (``..b``, ``a..``)."""
         lo, hi = _split_at(self, K.DOTDOT)
         return (lo[0] if lo else None), (hi[0] if hi else None)
+
+
+@view(K.FOR_EXPR)
+class ForExpr(SyntaxNode):
+    def index(self) -> Name | None:
+        """The index's name (``_`` when unused), None where a syntax error left it out."""
+        return self.node(Name)
+
+    def bounds(self) -> Range | None:
+        return self.node(Range)
+
+    def carried(self) -> list[LoopVar]:
+        lv = self.node(LoopVars)
+        return lv.vars() if lv else []
+
+    def body(self) -> Block | None:
+        return self.node(Block)
+
+    def parts(self) -> tuple[Name, Range, list[LoopVar], Block] | None:
+        """(index, bounds, carried values, body), or None where a syntax error left a part
+        out (the parser has reported it)."""
+        index, bounds, carried, body = self.index(), self.bounds(), self.carried(), self.body()
+        if index is None or bounds is None or not carried or body is None:
+            return None
+        if any(v.name() is None or v.init() is None for v in carried):
+            return None
+        return index, bounds, carried, body
+
+
+@view(K.LOOP_VARS)
+class LoopVars(SyntaxNode):
+    def vars(self) -> list[LoopVar]:
+        return [n for n in self.nodes() if isinstance(n, LoopVar)]
+
+
+@view(K.LOOP_VAR)
+class LoopVar(SyntaxNode):
+    def name(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
+    def init(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
