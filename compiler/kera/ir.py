@@ -555,6 +555,22 @@ def start_pieces(vector: Node) -> list[Node | None] | None:
 _SERIAL = [0]
 
 
+def _fresh_tag(inits: Sequence[Node]) -> str:
+    """A name prefix for a loop's placeholder parameters that no live node uses: were a
+    user's parameter to have a placeholder's content, interning would make them one node."""
+    while True:
+        _SERIAL[0] += 1
+        tag = f"_loop{_SERIAL[0]}_"
+        types = [TensorType(DType.I32), *(v.type for v in inits)]
+        names = [tag + "i", *(f"{tag}{k}" for k in range(len(inits)))]
+        hashes = [
+            node_hash(Op.PARAM, t, (), normalize_attrs({"index": k, "name": n}))
+            for k, (t, n) in enumerate(zip(types, names, strict=True))
+        ]
+        if all(interned(h) is None for h in hashes):
+            return tag
+
+
 def loop(
     lo: int,
     trips: int,
@@ -570,8 +586,7 @@ def loop(
     computed once, outside, and becomes a captured operand — loop-invariant code is hoisted by
     construction, and the body's form depends only on what it computes.
     """
-    _SERIAL[0] += 1
-    tag = f"_loop{_SERIAL[0]}_"
+    tag = _fresh_tag(inits)
     holders = [param(0, tag + "i", DType.I32)]
     holders += [param(1 + k, f"{tag}{k}", v.dtype, v.shape) for k, v in enumerate(inits)]
     results = list(body(holders[0], holders[1:]))

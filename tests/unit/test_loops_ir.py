@@ -348,3 +348,14 @@ def test_ops_used_include_every_body() -> None:
     assert {n.op for n in fn.nodes()} == {Op.PARAM, Op.LOOP}
     assert {Op.LOOP, Op.CONVERT, Op.FMA} - fn.ops_used() == {Op.FMA}
     assert len(fn.regions()) == 3  # the function, the outer body, the inner body
+
+
+def test_a_parameter_named_like_a_placeholder_stays_a_parameter() -> None:
+    from kera import ir
+
+    taken = f"_loop{ir._SERIAL[0] + 1}_i"  # the name the next loop would give its index
+    b = FunctionBuilder("f")
+    p = b.param(taken, I32)  # parameter 0, an i32 scalar: a placeholder's very content
+    (s,) = loop(0, 3, [p], lambda i, c: [b.op("add", c[0], p)])
+    out = interpret(b.build(s), {taken: np.array([5], dtype=np.int32)})[0]
+    assert out[0] == 20  # p + 3 * p, not p + (0 + 1 + 2)
