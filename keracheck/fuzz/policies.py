@@ -63,6 +63,7 @@ def _base_op_weights() -> dict[Op, int]:
     for op in MOVEMENT:
         w[op] = 1
     w[Op.DOT] = w[Op.MATMUL] = 1
+    w[Op.LOOP] = w[Op.DYNAMIC_SLICE] = w[Op.DYNAMIC_UPDATE_SLICE] = 1
     del w[Op.PARAM], w[Op.CONST]  # leaves are drawn as operands, never as steps
     return w
 
@@ -152,6 +153,14 @@ def _deep_chains(p: Profile) -> Profile:
     )
 
 
+def _loops(p: Profile) -> Profile:
+    return replace(
+        p,
+        op_weights=p.scaled({Op.LOOP}, 6)
+        | {o: 3 for o in (Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE)},
+    )
+
+
 def _const_leaves(p: Profile) -> Profile:
     return replace(p, const_weight=p.param_weight * 2)
 
@@ -182,6 +191,7 @@ POLICIES: dict[str, Policy] = {
         Policy("cancellation", "x - x and x + -x after products: exposes hidden fma contraction", _cancellation),
         Policy("long-reductions", "long and odd reduction axes (33, 100, 129), more reductions", _long_reductions),
         Policy("deep-chains", "long chains of elementwise ops, each on the previous value", _deep_chains),
+        Policy("loops", "loops carrying accumulations over rows read at the index, and dynamic indexing", _loops),
         Policy("const-leaves", "most leaves constant (YARPGen's all/half-constant subtrees)", _const_leaves),
         Policy("large-tensors", "values of up to 4096 elements: the back ends' arena, scratch and memory-growth paths (opt-in: slow on HDL targets)", _large_tensors, default=False),
     )

@@ -63,8 +63,18 @@ import numpy as np
 from hypothesis import strategies as st
 
 from kera.dtypes import CANONICAL_NAN, DType
-from kera.ir import Function, Node, const, make_node, param
-from kera.ops import ARITY, REDUCE, Op, TensorType, TypeRuleError, infer
+from kera.ir import (
+    Function,
+    Node,
+    const,
+    loop,
+    loop_body,
+    loop_group,
+    make_node,
+    param,
+    start_vector,
+)
+from kera.ops import ARITY, BINARY_ARITH, BITWISE, REDUCE, Op, TensorType, TypeRuleError, infer
 from keracheck.fuzz import calls
 from keracheck.fuzz.policies import Profile, profile
 
@@ -91,6 +101,7 @@ OP_ORDER: tuple[Op, ...] = (
     *(Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.SELECT, Op.CONVERT, Op.BITCAST),
     *(Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.DOT, Op.MATMUL),
     *(Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
+    *(Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP),
 )
 LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
 #: weight of "skip this step" (choice 0): rare when generating; the shrinker deletes a step
@@ -243,8 +254,18 @@ def _size(shape: Shape) -> int:
 
 def op_count(fn: Function) -> int:
     """Nodes that are operations (not parameters or constants); a math-library call counts
-    as one op, its expansion as none."""
-    return calls.analyse(fn).op_count()
+    as one op, its expansion as none; a loop counts as one op (however many carried values)
+    plus the ops of its body."""
+    n, groups = 0, set()
+    for node in calls.analyse(fn).nodes:
+        if node.op is Op.LOOP:
+            key = loop_group(node)
+            if key not in groups:
+                groups.add(key)
+                n += 1 + op_count(loop_body(node))
+        elif node.op not in LEAF_OPS:
+            n += 1
+    return n
 
 
 # ------------------------------------------------------------------------------ steps and combos
@@ -273,6 +294,7 @@ def _call_dtypes(name: Step) -> tuple[DType, ...]:
 _STEP_DTYPES: dict[Op, Callable[[Step], tuple[DType, ...]]] = {
     **dict.fromkeys((Op.SELECT, Op.CONVERT), _all),
     **dict.fromkeys((Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT), _all),
+    **dict.fromkeys((Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP), _all),
     **dict.fromkeys((Op.BITCAST, Op.DOT, Op.MATMUL, Op.IOTA, *REDUCE), _numeric),
 }
 
@@ -326,6 +348,8 @@ def allowed_steps(ops: frozenset[Op], prof: Profile) -> list[Step]:
     """The steps of ``ops`` with a positive weight: ops simplest first, then calls whose whole
     expansion ``ops`` allows."""
     steps: list[Step] = [op for op in OP_ORDER if op in ops and prof.op_weights.get(op, 0) > 0]
+    if not ops & set(_BODY_OPS) and Op.LOOP in steps:
+        steps.remove(Op.LOOP)  # a body needs an op to update its carried values with
     steps += [
         name
         for name in calls.NAMES
@@ -781,6 +805,91 @@ def _iota(g: GraphBuilder, op: Op) -> Node:
     return g.build(op, [], shape=shape, axis=uniform(g.draw, len(shape)), to=to)
 
 
+def _starts(g: GraphBuilder, rank: int) -> tuple[Node, list[Node]]:
+    """A start vector: i32 scalar operands for the first 1..rank axes (a fresh parameter gets
+    the input generator's specials, INT32_MIN and INT32_MAX among them), 0 for the rest --
+    what ``dynamic_slice(x, i0, i1, size = ...)`` spells; and those scalars."""
+    scalars = [g.operand(TensorType(DType.I32)) for _ in range(1 + uniform(g.draw, rank))]
+    return start_vector([*scalars, *[None] * (rank - len(scalars))]), scalars
+
+
+def _dynamic_slice(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_tensor, step_dtypes(op))
+    size = tuple(1 + uniform(g.draw, d) for d in x.shape)
+    vector, scalars = _starts(g, len(x.shape))
+    return g.record(make_node(op, [x, vector], {"size": size}), [x, *scalars])
+
+
+def _dynamic_update_slice(g: GraphBuilder, op: Op) -> Node:
+    x = g.anchor(_tensor, step_dtypes(op))
+    window = TensorType(x.dtype, tuple(1 + uniform(g.draw, d) for d in x.shape))
+    v = g.operand(window, x)
+    vector, scalars = _starts(g, len(x.shape))
+    return g.record(make_node(op, [x, v, vector]), [x, v, *scalars])
+
+
+#: trip counts and first indices of a generated loop, simplest first
+TRIPS: tuple[int, ...] = (1, 2, 3, 4, 5, 8, 16, 33)
+TRIP_WEIGHTS: tuple[int, ...] = (4, 4, 3, 3, 2, 2, 1, 1)
+LOS: tuple[int, ...] = (0, -2, 3)
+#: how a body combines a carried value: ops of two operands of its type
+_BODY_OPS: tuple[Op, ...] = tuple(op for op in OP_ORDER if op in BINARY_ARITH | BITWISE)
+
+
+def _body_term(g: GraphBuilder, c: Node, i: Node, others: list[Node], trips: int) -> Node:
+    """The second operand of a carried value's update: an outer value (captured), the row of
+    a fresh ``T[trips, ...]`` parameter at the index (``x[i]``: a carried accumulation), the
+    other carried value, or the index itself as data."""
+    row_ok = {Op.DYNAMIC_SLICE, Op.RESHAPE} <= g.ops and len(c.shape) < MAX_GEN_RANK
+    row_ok = row_ok and trips * _size(c.shape) <= g.p.max_elements
+    index_ok = c.dtype is DType.I32 or (
+        Op.CONVERT in g.ops and c.dtype in convert_targets(DType.I32)
+    )
+    index_ok = index_ok and (not c.shape or Op.BROADCAST in g.ops)
+    others = [o for o in others if o.type == c.type]
+    kind = choose(g.draw, [2, 3 if row_ok else 0, 1 if others else 0, 1 if index_ok else 0])
+    if kind == 0:
+        return g.operand(c.type, c)
+    if kind == 1:
+        xs = g.new_param(TensorType(c.dtype, (trips, *c.shape)))
+        vector = start_vector([i, *[None] * len(c.shape)])
+        row = make_node(Op.DYNAMIC_SLICE, [xs, vector], {"size": (1, *c.shape)})
+        return make_node(Op.RESHAPE, [row], {"shape": c.shape})
+    if kind == 2:
+        return others[uniform(g.draw, len(others))]
+    value = i if c.dtype is DType.I32 else make_node(Op.CONVERT, [i], {"to": c.dtype})
+    return make_node(Op.BROADCAST, [value], {"shape": c.shape}) if c.shape else value
+
+
+def _loop(g: GraphBuilder, op: Op) -> Node:
+    """``for i in lo..lo+trips with (c0 = a[, c1 = b]) { (c0 op t0[, c1 op t1]) }``: one or
+    two carried values, each updated by an op with a term of :func:`_body_term`."""
+    dtypes = [d for d in step_dtypes(op) if _body_ops(g, d)]
+    c0 = g.anchor(_any, dtypes)
+    inits = [c0] + ([g.operand(c0.type, c0)] if choose(g.draw, [3, 1]) else [])
+    trips = TRIPS[choose(g.draw, TRIP_WEIGHTS)]
+    lo = LOS[choose(g.draw, [6, 1, 1])]
+    before = len(g.values)
+
+    def body(i: Node, carried: list[Node]) -> list[Node]:
+        out = []
+        for c in carried:
+            ops = _body_ops(g, c.dtype)
+            term = _body_term(g, c, i, [o for o in carried if o is not c], trips)
+            out.append(make_node(ops[uniform(g.draw, len(ops))], [c, term]))
+        return out
+
+    nodes = loop(lo, trips, inits, body)
+    g.used.update(id(v) for v in g.values[before:])  # made for the body: not results
+    for n in nodes:
+        g.record(n)
+    return nodes[0]
+
+
+def _body_ops(g: GraphBuilder, dt: DType) -> list[Op]:
+    return [op for op in _BODY_OPS if op in g.ops and dt in elementwise_dtypes(op)]
+
+
 def _call(g: GraphBuilder, name: str) -> Node:
     """One math-library call, expanded whole; a constant argument is one of its thresholds."""
     x = g.anchor(_any, step_dtypes(name), partial(calls.edges, name))
@@ -804,6 +913,9 @@ _GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
     Op.SLICE: _slice,
     Op.CONCAT: _concat,
     Op.IOTA: _iota,
+    Op.DYNAMIC_SLICE: _dynamic_slice,
+    Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Op.LOOP: _loop,
 }
 
 

@@ -18,6 +18,13 @@ used:
   (``1e-45f32``, ``-0.0f64``), ``inf``, ``-inf``, ``nan`` (the canonical NaN) and ``-nan``;
   ``true`` and ``false``.
 
+* ``dynamic_slice(x, i0, i1, size = [..])`` and ``dynamic_update_slice(x, v, i0, ...)`` with
+  the start indices as arguments (the start vector the front end assembles from them, and
+  only that form, ``kera.ir.start_pieces``, is not printed on its own);
+* a loop as ``let (a, b) = for i in lo..hi with (c0 = x, c1 = y) { ...; (n0, n1) };`` (``_``
+  for a carried value the function does not use), its body's lets inside the block, captured
+  values by their outer names.
+
 What Kera source cannot spell raises :class:`PrintError`: a tensor constant (write
 ``broadcast`` of a scalar), a NaN constant with a payload (write ``bitcast`` of an integer, as
 ``bitcast(0x7fc00001u32, to = f32)``), a parameter name that is not an identifier.
@@ -32,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
-from kera.ir import Function, Node, const_value
-from kera.ops import ATTRS, Op, TensorType
+from kera.ir import Function, Node, const_value, loop_body, loop_group, start_pieces
+from kera.ops import ATTRS, DYNAMIC, Op, TensorType
 from keracheck.fuzz import calls
 
 
@@ -135,6 +142,122 @@ def expression(node: Node, names: Callable[[Node], str]) -> str:
     raise PrintError(f"no source form for op {op}")
 
 
+def _starts(node: Node, names: Callable[[Node], str]) -> list[str]:
+    """The start-index arguments of a dynamic op (trailing zeros left out)."""
+    pieces = start_pieces(node.inputs[-1])
+    while pieces and pieces[-1] is None:
+        pieces.pop()
+    if not pieces or any(p is None for p in pieces):
+        raise PrintError("a start vector not of the front end's form has no source spelling")
+    return [names(p) for p in pieces if p is not None]
+
+
+def _dynamic(node: Node, names: Callable[[Node], str]) -> str:
+    args = [names(x) for x in node.inputs[:-1]] + _starts(node, names)
+    if node.op is Op.DYNAMIC_SLICE:
+        args.append(f"size = {attr_text(node.attr('size'))}")
+    return f"{node.op.value}({', '.join(args)})"
+
+
+def _start_internals(nodes: Sequence[Node]) -> set[int]:
+    """Nodes that only assemble start vectors (reshapes of the scalars, zero constants,
+    concats): the dynamic op's source spelling makes them, so they are not printed."""
+    internal: set[int] = set()
+    for n in nodes:
+        if n.op in DYNAMIC and start_pieces(n.inputs[-1]) is not None:
+            stack = [n.inputs[-1]]
+            while stack:
+                x = stack.pop()
+                if x.op in (Op.CONCAT, Op.RESHAPE, Op.CONST) and id(x) not in internal:
+                    internal.add(id(x))
+                    stack.extend(x.inputs if x.op is Op.CONCAT else ())
+    used = {
+        id(x)
+        for n in nodes
+        if id(n) not in internal
+        for x in (n.inputs[:-1] if n.op in DYNAMIC else n.inputs)
+    }
+    return internal - used
+
+
+class _Printer:
+    """One function's source lines; names are unique across the function and its bodies."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.count = 0
+        self.depth = 0
+
+    def fresh(self) -> str:
+        self.count += 1
+        return f"{self.prefix}{self.count - 1}"
+
+    def region(self, fn: Function, names: dict[int, str], indent: str) -> list[str]:
+        """The lets of ``fn``'s nodes (its parameters already named in ``names``)."""
+        lines: list[str] = []
+        units = calls.analyse(fn)
+        skip = _start_internals(units.nodes)
+        done: dict[tuple[object, ...], list[Node]] = {}
+        for node in units.nodes:
+            if node.op is Op.PARAM or id(node) in skip or id(node) in names:
+                continue
+            call = units.call(node)
+            if node.op is Op.LOOP:
+                lines += self.loop(node, units.nodes, names, indent, done)
+                continue
+            if call is not None:
+                text = f"{call.name}({names[id(call.arg)]})"
+            elif node.op in DYNAMIC:
+                text = _dynamic(node, lambda n: names[id(n)])
+            else:
+                text = expression(node, lambda n: names[id(n)])
+            names[id(node)] = self.fresh()
+            lines.append(f"{indent}let {names[id(node)]}: {type_text(node.type)} = {text};")
+        return lines
+
+    def loop(
+        self,
+        node: Node,
+        nodes: Sequence[Node],
+        names: dict[int, str],
+        indent: str,
+        done: dict[tuple[object, ...], list[Node]],
+    ) -> list[str]:
+        """The whole loop of ``node``'s group as one let, every sibling in ``nodes`` named."""
+        body = loop_body(node)
+        k = len(body.results)
+        siblings: list[Node | None] = [None] * k
+        for n in nodes:
+            if n.op is Op.LOOP and loop_group(n) == loop_group(node):
+                siblings[n.int_attr("result")] = n
+        self.depth += 1
+        index = f"{self.prefix}i{self.depth}"
+        inner: dict[int, str] = {id(body.params[0]): index}
+        carried = [f"{self.prefix}c{self.count}_{j}" for j in range(k)]
+        inner.update({id(p): c for p, c in zip(body.params[1 : k + 1], carried, strict=True)})
+        for p, x in zip(body.params[k + 1 :], node.inputs[k:], strict=True):
+            inner[id(p)] = names[id(x)]
+        inits = ", ".join(
+            f"{c} = {names[id(x)]}" for c, x in zip(carried, node.inputs, strict=False)
+        )
+        lo, trips = node.int_attr("lo"), node.int_attr("trips")
+        lines = self.region(body, inner, indent + "    ")
+        self.depth -= 1
+        results = [inner[id(r)] for r in body.results]
+        value = results[0] if k == 1 else f"({', '.join(results)})"
+        bound = [self.fresh() if s is not None else "_" for s in siblings]
+        for s, name in zip(siblings, bound, strict=True):
+            if s is not None:
+                names[id(s)] = name
+        target = bound[0] if k == 1 else f"({', '.join(bound)})"
+        return [
+            f"{indent}let {target} = for {index} in {lo}..{lo + trips} with ({inits}) {{",
+            *lines,
+            f"{indent}    {value}",
+            f"{indent}}};",
+        ]
+
+
 def render(fn: Function, name: str, header: Sequence[str] = ()) -> str:
     """Kera source of ``fn`` exported as ``name``; comment lines from ``header`` first."""
     if not _IDENT.match(name):
@@ -147,18 +270,7 @@ def render(fn: Function, name: str, header: Sequence[str] = ()) -> str:
     while any(p.startswith(prefix) for p in params):
         prefix += "v"
     names: dict[int, str] = {id(p): str(p.attr("name")) for p in fn.params}
-    body: list[str] = []
-    units = calls.analyse(fn)
-    for node in units.nodes:
-        if node.op is Op.PARAM:
-            continue
-        call = units.call(node)
-        if call is not None:
-            text = f"{call.name}({names[id(call.arg)]})"
-        else:
-            text = expression(node, lambda n: names[id(n)])
-        names[id(node)] = f"{prefix}{len(body)}"
-        body.append(f"    let {names[id(node)]}: {type_text(node.type)} = {text};")
+    body = _Printer(prefix).region(fn, names, "    ")
     results = [names[id(r)] for r in fn.results]
     ret_types = [type_text(r.type) for r in fn.results]
     ret = ret_types[0] if len(ret_types) == 1 else f"({', '.join(ret_types)})"
