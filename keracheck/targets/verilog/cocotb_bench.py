@@ -4,9 +4,11 @@ The designs sit in a wrapper, ``kera_cocotb_top`` (:func:`render_wrapper`), whos
 ``d<j>_<port>``.  A generated test module (:data:`COCOTB_TEST`) runs :func:`cocotb_stream`
 inside the simulator: it reads the job (``$KERACHECK_COCOTB_JOB``: per design its port names and
 latency, per segment its design and hex input vectors), drives each segment's vectors one per
-falling edge, samples results while ``valid_out`` is high, and writes per segment the results
-and the observed latency to ``$KERACHECK_COCOTB_OUT``.  :func:`run_cocotb` builds the wrapper
-once per content (cached, the image sealed) and fails the batch when a count or latency is off.
+falling edge (a design with loops: only on an edge where its ``ready`` is high, the valid/ready
+handshake of :mod:`kera.backends.verilog`), samples results while ``valid_out`` is high, and
+writes per segment the results and the observed latency to ``$KERACHECK_COCOTB_OUT``.
+:func:`run_cocotb` builds the wrapper once per content (cached, the image sealed) and fails the
+batch when a count or latency is off.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def render_wrapper(designs: Sequence[VerilogDesign]) -> str:
     for j, d in enumerate(designs):
         ports.append(f"    input  wire d{j}_valid_in")
         ports += [f"    input  wire [{p.width - 1}:0] d{j}_{p.name}" for p in d.inputs]
+        if d.interval > 1:
+            ports.append(f"    output wire d{j}_ready")
         ports.append(f"    output wire d{j}_valid_out")
         ports += [f"    output wire [{p.width - 1}:0] d{j}_{p.name}" for p in d.outputs]
         conns = [
@@ -51,6 +55,7 @@ def render_wrapper(designs: Sequence[VerilogDesign]) -> str:
             f".valid_in(d{j}_valid_in)",
             f".valid_out(d{j}_valid_out)",
         ]
+        conns += [f".ready(d{j}_ready)"] if d.interval > 1 else []
         conns += [f".{p.name}(d{j}_{p.name})" for p in (*d.inputs, *d.outputs)]
         body.append(f"    {d.top} u_{j} ({', '.join(conns)});")
     return "\n".join(
@@ -98,6 +103,7 @@ def _job(batch: Batch) -> dict[str, Any]:
             "inputs": [p.name for p in d.inputs],
             "outputs": [p.name for p in d.outputs],
             "latency": d.latency,
+            "interval": d.interval,
         }
         for d in batch.designs
     ]
@@ -133,21 +139,23 @@ async def _stream_segment(
     j, vectors = seg["design"], seg["vectors"]
     valid_in = getattr(dut, f"d{j}_valid_in")
     valid_out = getattr(dut, f"d{j}_valid_out")
+    ready = getattr(dut, f"d{j}_ready") if design.get("interval", 1) > 1 else None
     ins = [getattr(dut, f"d{j}_{name}") for name in design["inputs"]]
     outs = [getattr(dut, f"d{j}_{name}") for name in design["outputs"]]
     got: list[list[str]] = []
     first_in = first_out = None
-    cycle = 0
-    limit = len(vectors) + design["latency"] + 16
+    cycle = sent = 0
+    limit = len(vectors) * design.get("interval", 1) + design["latency"] + 16
     while len(got) < len(vectors) and cycle < limit:
         if str(valid_out.value) == "1":
             first_out = cycle if first_out is None else first_out
             got.append([f"{_sampled(o):x}" for o in outs])
-        if cycle < len(vectors):
-            for sig, v in zip(ins, vectors[cycle], strict=True):
+        if sent < len(vectors) and (ready is None or str(ready.value) == "1"):
+            for sig, v in zip(ins, vectors[sent], strict=True):
                 sig.value = int(v, 16)
             valid_in.value = 1
             first_in = cycle if first_in is None else first_in
+            sent += 1
         else:
             valid_in.value = 0
         await edge(dut.clk)

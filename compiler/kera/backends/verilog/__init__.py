@@ -12,6 +12,13 @@ bits ``[e*w +: w]`` (element 0 in the least significant bits).  One input vector
 per clock, with no stalls; ``valid_out`` and the results belong to the vector presented
 ``latency`` rising edges earlier (:attr:`VerilogDesign.latency`).
 
+A function with loops is still one top module, with an ``output wire ready`` after
+``valid_in``: each loop group is an instance of a loop module (a body datapath iterated by an
+FSM, ``loop.py``) and the top accepts a vector (``valid_in & ready``) once per
+:attr:`VerilogDesign.interval` clocks; results still come exactly ``latency`` clocks later.
+``dynamic_slice``/``dynamic_update_slice`` clamp their start indices and select through
+registered muxes (``dynamic.py``).
+
 Reductions, dot and matmul are the contract's tree laid out in hardware: pad to a power of two
 with the identity, then ``x[i] = op(x[i], x[i+s])`` for ``s = P/2 .. 1``.  A step whose right
 operand is padding is left out: ``op(x, identity)`` equals ``x`` bit for bit for every non-NaN
@@ -23,22 +30,26 @@ The package (``docs/verilog-backend.md`` has the latency model and the targets):
 ===============  =============================================================================
 ``netlist.py``   :class:`Cell`, :class:`Netlist` (one cell per scalar net), dtype widths and
                  float-core parameters, constant folding through ``kera.semantics``
-``lower.py``     :data:`LOWER`, the one op -> lowering table; :data:`SUPPORTED` derives
-                 from it
+``lower.py``     :data:`LOWER`, the one elementwise op -> lowering table
+``dynamic.py``   start-index clamps and the muxes of ``dynamic_slice``/``dynamic_update_slice``
+``loop.py``      the module of one loop group: registers, FSM, the body's datapath
 ``render.py``    liveness, the ASAP schedule, delay lines, the text; :class:`VerilogDesign`,
                  :class:`Port`, port and module names
-``emit.py``      one element for the shared loop, ``emit``/``emit_graph``/``write``
+``emit.py``      one element for the shared loop, :data:`NODES` (the ops lowered as whole
+                 nodes: dynamic indexing, loops); :data:`SUPPORTED` derives from ``LOWER``
+                 and ``NODES``; ``emit``/``emit_graph``/``write``
 ===============  =============================================================================
 
 The loop and the unrolled structure (reduction trees, products, data movement, constants)
 are shared with the PTX back end in ``kera.backends.elementmaps``.
 """
 
-from kera.backends.verilog.emit import emit, emit_graph, write
-from kera.backends.verilog.lower import LOWER, SUPPORTED
+from kera.backends.verilog.emit import NODES, SUPPORTED, emit, emit_graph, write
+from kera.backends.verilog.lower import LOWER
 from kera.backends.verilog.netlist import (
     MAX_CORES,
     Cell,
+    LoopModule,
     Lower,
     Netlist,
     VerilogEmitError,
@@ -49,21 +60,19 @@ from kera.backends.verilog.netlist import (
 from kera.backends.verilog.render import Port, VerilogDesign, module_name, port_name
 from kera.ops import Op
 
-#: ops of the contract this back end does not lower yet, with the reason (keracheck reports a
-#: case using one as ``unsupported`` on this target, never as a pass)
-UNSUPPORTED: dict[Op, str] = {
-    Op.DYNAMIC_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.DYNAMIC_UPDATE_SLICE: "dynamic indexing is not lowered by this back end yet (issue #16)",
-    Op.LOOP: "loops are not lowered by this back end yet (issue #16)",
-}
+#: ops of the contract this back end does not lower, with the reason (keracheck reports a case
+#: using one as ``unsupported`` on this target, never as a pass); none at present
+UNSUPPORTED: dict[Op, str] = {}
 
 
 __all__ = [
     "LOWER",
     "MAX_CORES",
+    "NODES",
     "SUPPORTED",
     "UNSUPPORTED",
     "Cell",
+    "LoopModule",
     "Lower",
     "Netlist",
     "Port",

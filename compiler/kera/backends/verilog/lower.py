@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kera.backends.elementmaps import supported
 from kera.backends.verilog.netlist import Lower, Netlist, fparams, width
 from kera.dtypes import DType
 from kera.ir import Node
@@ -178,8 +177,6 @@ LOWER: dict[Op, Lower] = {
     Op.CONVERT: _convert,
     Op.BITCAST: _bitcast,
 }
-
-SUPPORTED = supported(LOWER)
 
 
 def canonical(nl: Netlist, dt: DType, x: int) -> int:

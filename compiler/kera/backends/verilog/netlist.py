@@ -8,7 +8,7 @@ table (``lower.py``) nor the renderer, so both can be typed over :class:`Netlist
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,14 +35,41 @@ class VerilogSizeError(VerilogEmitError):
     of the target, not a lowering bug (the ``verilog`` targets decline such a function)."""
 
 
+@dataclass(frozen=True)
+class LoopModule:
+    """The module of one loop group (rendered by ``loop.py``): its FSM and body datapath.
+
+    Ports ``clk, rst, go`` (a one-clock pulse: latch the initial carried values and the
+    captured values), ``p<j>`` (the initial carried values, then the captured values; each
+    ``count`` elements of ``width`` bits, as in :attr:`inputs`), ``r<k>`` (the carried values,
+    :attr:`outputs`), valid from ``latency`` clocks after ``go`` until the next ``go``.
+    ``latency = trips * (body_latency + 1) + 1``.  ``texts`` holds this module's text and
+    every module it instantiates, by name.
+    """
+
+    name: str
+    latency: int
+    body_latency: int
+    lo: int
+    trips: int
+    inputs: tuple[tuple[int, int], ...]  # (element width, element count) per p<j>
+    outputs: tuple[tuple[int, int], ...]  # (element width, element count) per r<k>
+    cores: Mapping[str, int]
+    register_bits: int
+    texts: Mapping[str, str]
+
+
 @dataclass
 class Cell:
     """One scalar net and what drives it.
 
     kind: ``in`` (a slice of an input port), ``const``, ``core`` (a library core instance),
     ``expr`` (an inline Verilog expression of its operands ``@0 @1 @2``; registered unless
-    ``latency`` is 0).  ``partial`` lists operand positions an expression reads only in part
-    (their nets go to the lint sink).
+    ``latency`` is 0), ``loop`` (an instance of a :class:`LoopModule`, ``sub``; its operands
+    are the elements of its ``p<j>`` ports in order; it drives no net of its own) and ``pick``
+    (a slice ``[lo +: width]`` of port ``port`` of the loop instance that is its operand).
+    ``partial`` lists operand positions an expression reads only in part (their nets go to the
+    lint sink).
     """
 
     kind: str
@@ -58,6 +85,7 @@ class Cell:
     outputs: tuple[str, ...] = ("y",)  # core: every output port (others are sunk)
     expr: str = ""
     partial: tuple[int, ...] = ()
+    sub: LoopModule | None = None  # loop: the module instantiated
 
 
 @dataclass

@@ -20,7 +20,15 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from kera.backends.verilog.netlist import Cell, Elems, Netlist, width
+from kera.backends.verilog.netlist import (
+    MAX_CORES,
+    Cell,
+    Elems,
+    LoopModule,
+    Netlist,
+    VerilogSizeError,
+    width,
+)
 from kera.dtypes import DType
 from kera_hdl import CORES, rtl_sources  # type: ignore[import-not-found, unused-ignore]
 
@@ -52,7 +60,12 @@ class Port:
 
 @dataclass(frozen=True)
 class VerilogDesign:
-    """One emitted top module and its schedule report."""
+    """One emitted top module and its schedule report.
+
+    ``interval``: clocks between two vectors the module accepts (1: one per clock; a design
+    with loops accepts one vector per run of its longest loop and has a ``ready`` output).
+    ``loops``: one report entry per loop module (``loop.py``).
+    """
 
     function: str
     top: str
@@ -62,17 +75,22 @@ class VerilogDesign:
     outputs: tuple[Port, ...]
     cores: Mapping[str, int]
     register_bits: int
+    interval: int = 1
+    loops: tuple[Mapping[str, Any], ...] = ()
 
     def sources(self) -> list[Path]:
         """Library sources the design needs (all of them; unused modules cost nothing)."""
         return [Path(p) for p in rtl_sources()]
 
     def report(self) -> dict[str, Any]:
-        """The schedule: total latency, core instances by kind, registers outside cores."""
+        """The schedule: total latency, core instances by kind, registers outside cores (and
+        for a design with loops its interval and its loops)."""
+        loops = {"interval": self.interval, "loops": list(self.loops)} if self.loops else {}
         return {
             "function": self.function,
             "top": self.top,
             "latency": self.latency,
+            **loops,
             "cores": dict(self.cores),
             "core_instances": sum(self.cores.values()),
             "register_bits": self.register_bits,
@@ -87,7 +105,13 @@ class VerilogDesign:
 
 
 class _Renderer:
-    """Liveness, ASAP schedule, delay lines and the Verilog text of one netlist."""
+    """Liveness, ASAP schedule, delay lines and the Verilog text of one netlist.
+
+    The top module of a function; ``loop.py`` derives the module of a loop body from it.
+    """
+
+    #: the least latency of the module (the top registers at least once)
+    MIN_LATENCY = 1
 
     def __init__(
         self, nl: Netlist, results: list[Elems], inputs: tuple[Port, ...], outputs: tuple[Port, ...]
@@ -101,12 +125,15 @@ class _Renderer:
         self.start: dict[int, int] = {}
         self._schedule()
         ends = [self.ready[e] for r in results for e in r if not nl.is_const(e)]
-        self.latency = max([1, *ends])
+        self.latency = max([self.MIN_LATENCY, *ends])
         self.taps: dict[int, set[int]] = {}
         self.sink: list[str] = []
         self.decls: list[str] = []  # every net before any logic that reads it
         self.body: list[str] = []
         self.reg_bits = 0
+        self.loops = [self.nl.cells[i] for i in sorted(self.live) if self.nl.cells[i].sub]
+        #: clocks between accepted vectors: a loop instance is busy for its whole latency
+        self.interval = max([1, *(c.latency for c in self.loops)])
 
     def _liveness(self) -> set[int]:
         live: set[int] = set()
@@ -142,12 +169,14 @@ class _Renderer:
         cell, t = self.nl.cells[i], self.start[i]
         w = cell.width
         ops = [self.at(j, t) for j in cell.ins]
-        if cell.kind == "in":
+        if cell.kind in ("in", "pick"):
             self.decls.append(
                 f"    wire [{w - 1}:0] n{i} = {cell.port}[{cell.lo + w - 1}:{cell.lo}];"
             )
         elif cell.kind == "expr":
             self._render_expr(i, cell, ops)
+        elif cell.kind == "loop":
+            self._render_loop(i, cell, ops, t)
         else:
             self._render_core(i, cell, ops, t)
 
@@ -185,6 +214,21 @@ class _Renderer:
             self.body.append(f"    always @(posedge clk) n{i} <= c{i};")
             self.reg_bits += cell.width
 
+    def _render_loop(self, i: int, cell: Cell, ops: list[str], t: int) -> None:
+        """An instance of a loop module, started by the valid pulse of its start cycle; its
+        carried values are read through ``pick`` cells (the whole buses go to the sink)."""
+        sub = cell.sub
+        assert sub is not None
+        conns, pos = [".clk(clk)", ".rst(rst)", f".go(vat[{t}])"], 0
+        for j, (_, n) in enumerate(sub.inputs):
+            conns.append(f".p{j}({{{', '.join(reversed(ops[pos : pos + n]))}}})")
+            pos += n
+        for k, (w, n) in enumerate(sub.outputs):
+            self.decls.append(f"    wire [{w * n - 1}:0] L{i}_r{k};")
+            conns.append(f".r{k}(L{i}_r{k})")
+            self.sink.append(f"L{i}_r{k}")
+        self.body.append(f"    {cell.module} loop{i} ({', '.join(conns)});")
+
     def _render_taps(self) -> list[str]:
         lines = []
         for i, delays in sorted(self.taps.items()):
@@ -201,12 +245,15 @@ class _Renderer:
 
     def _header(self, top: str) -> list[str]:
         ports = ["    input  wire clk", "    input  wire rst", "    input  wire valid_in"]
+        ports += ["    output wire ready"] if self.loops else []
         ports += [f"    input  wire [{p.width - 1}:0] {p.name}" for p in self.inputs]
         ports += ["    output wire valid_out"]
         ports += [f"    output wire [{p.width - 1}:0] {p.name}" for p in self.outputs]
         return [f"module {top} (", ",\n".join(ports), ");"]
 
     def _valid_line(self) -> list[str]:
+        if self.loops:
+            return self._handshake()
         t = self.latency
         shift = "valid_in" if t == 1 else f"{{vpipe[{t - 2}:0], valid_in}}"
         self.reg_bits += t
@@ -215,6 +262,22 @@ class _Renderer:
             "    reg [LATENCY-1:0] vpipe;  // vpipe[i]: valid_in delayed i + 1 clocks",
             f"    always @(posedge clk) vpipe <= rst ? {{LATENCY{{1'b0}}}} : {shift};",
             "    wire [LATENCY:0] vat = {vpipe, valid_in};  // vat[t]: valid of the vector at cycle t",
+            "    assign valid_out = vat[LATENCY];",
+        ]
+
+    def _handshake(self) -> list[str]:
+        """A design with loops accepts a vector (``valid_in & ready``) once per ``INTERVAL``
+        clocks, the latency of its longest loop: every loop instance is then free again when
+        the next vector reaches it.  Results still come exactly ``LATENCY`` clocks later."""
+        self.reg_bits += self.latency
+        return [
+            f"    localparam LATENCY = {self.latency};",
+            f"    localparam INTERVAL = {self.interval};  // clocks between accepted vectors",
+            "    reg [LATENCY-1:0] vpipe;  // vpipe[i]: a vector accepted i + 1 clocks ago",
+            "    assign ready = ~|vpipe[INTERVAL-2:0];  // none accepted in INTERVAL - 1 clocks",
+            "    wire accept = valid_in & ready;",
+            "    always @(posedge clk) vpipe <= rst ? {LATENCY{1'b0}} : {vpipe[LATENCY-2:0], accept};",
+            "    wire [LATENCY:0] vat = {vpipe, accept};  // vat[t]: valid of the vector at cycle t",
             "    assign valid_out = vat[LATENCY];",
         ]
 
@@ -228,21 +291,24 @@ class _Renderer:
                 )
         return lines
 
-    def design(self, function: str, top: str) -> VerilogDesign:
-        for i in sorted(self.start):
-            self._render_cell(i)
+    def _assigns(self) -> list[str]:
         assigns = []
         for port, elems in zip(self.outputs, self.results, strict=True):
             nets = ", ".join(self.at(e, self.latency) for e in reversed(elems))
             assigns.append(f"    assign {port.name} = {{{nets}}};")
+        return assigns
+
+    def _module(self, top: str) -> list[str]:
+        """The module's lines, ``module`` to ``endmodule``."""
+        for i in sorted(self.start):
+            self._render_cell(i)
+        assigns = self._assigns()
         taps = self._render_taps()
         self.sink += ["vat", *(p.name for p in self.inputs)]
         sink = [
             f"    wire unused_ok = ^{{1'b0, {', '.join(self.sink)}}};  // lint: nets read in part"
         ]
-        lines = [
-            "// Generated by kerac (Verilog back end); cores from kera_hdl",
-            "`default_nettype none",
+        return [
             *self._header(top),
             *self._valid_line(),
             *self._consts(),
@@ -252,12 +318,46 @@ class _Renderer:
             *assigns,
             *sink,
             "endmodule",
-            "`default_nettype wire",
-            "",
         ]
+
+    def cores(self) -> Counter[str]:
+        """Core instances by kind, those of the loop modules instantiated included."""
         cores = Counter(
             _core_key(c) for i, c in enumerate(self.nl.cells) if i in self.live and c.kind == "core"
         )
+        for cell in self.loops:
+            assert cell.sub is not None
+            cores.update(cell.sub.cores)
+        if sum(cores.values()) > MAX_CORES:
+            raise VerilogSizeError(
+                f"the design needs more than {MAX_CORES} core instances (one per element and op "
+                "of each loop body and of the rest); use smaller tensors"
+            )
+        return cores
+
+    def submodules(self) -> dict[str, str]:
+        """The text of every loop module this one instantiates, nested ones too, by name."""
+        texts: dict[str, str] = {}
+        for cell in self.loops:
+            assert cell.sub is not None
+            texts.update(cell.sub.texts)
+        return texts
+
+    def design(self, function: str, top: str) -> VerilogDesign:
+        lines = [
+            "// Generated by kerac (Verilog back end); cores from kera_hdl",
+            "`default_nettype none",
+            *self._module(top),
+            "`default_nettype wire",
+            "",
+        ]
+        subs = self.submodules()
+        if subs:  # one file holds the top and its loop modules
+            lines += ["// verilator lint_off DECLFILENAME"]
+        for text in subs.values():
+            lines += ["`default_nettype none", text, "`default_nettype wire", ""]
+        cores = self.cores()
+        loops = [_loop_report(c.sub) for c in self.loops if c.sub is not None]
         return VerilogDesign(
             function=function,
             top=top,
@@ -266,8 +366,21 @@ class _Renderer:
             inputs=self.inputs,
             outputs=self.outputs,
             cores=dict(sorted(cores.items())),
-            register_bits=self.reg_bits,
+            register_bits=self.reg_bits + sum(c.sub.register_bits for c in self.loops if c.sub),
+            interval=self.interval,
+            loops=tuple(loops),
         )
+
+
+def _loop_report(sub: LoopModule) -> dict[str, Any]:
+    return {
+        "module": sub.name,
+        "lo": sub.lo,
+        "trips": sub.trips,
+        "body_latency": sub.body_latency,
+        "latency": sub.latency,
+        "core_instances": sum(sub.cores.values()),
+    }
 
 
 def _fill(template: str, ops: Sequence[str]) -> str:
