@@ -32,7 +32,7 @@ The oracle's fuzzing inputs draw half their rows of a call's parameter from thes
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -41,8 +41,8 @@ import numpy as np
 
 from kera import mathlib
 from kera.dtypes import DType
-from kera.ir import Function, Node, param, topo_order
-from kera.ops import Op, TypeRuleError
+from kera.ir import Function, Node, param, start_pieces, topo_order
+from kera.ops import DYNAMIC, Op, TypeRuleError
 
 Array = np.ndarray[Any, Any]
 LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
@@ -384,3 +384,24 @@ def bias_inputs(fn: Function, inputs: dict[str, Array], rows: range, seed: bytes
         fns = by_param.get(name, [])
         for k, r in enumerate(rows[::2] if fns else ()):
             inputs[name][r] = sample(rng, fns[k % len(fns)], p.dtype, p.shape)
+
+
+def start_internals(nodes: Sequence[Node]) -> set[int]:
+    """Nodes that only assemble start vectors (reshapes of the scalars, zero constants,
+    concats): the dynamic op's source spelling makes them, so they are not printed."""
+    internal: set[int] = set()
+    for n in nodes:
+        if n.op in DYNAMIC and start_pieces(n.inputs[-1]) is not None:
+            stack = [n.inputs[-1]]
+            while stack:
+                x = stack.pop()
+                if x.op in (Op.CONCAT, Op.RESHAPE, Op.CONST) and id(x) not in internal:
+                    internal.add(id(x))
+                    stack.extend(x.inputs if x.op is Op.CONCAT else ())
+    used = {
+        id(x)
+        for n in nodes
+        if id(n) not in internal
+        for x in (n.inputs[:-1] if n.op in DYNAMIC else n.inputs)
+    }
+    return internal - used

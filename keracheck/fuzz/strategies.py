@@ -254,10 +254,15 @@ def _size(shape: Shape) -> int:
 
 def op_count(fn: Function) -> int:
     """Nodes that are operations (not parameters or constants); a math-library call counts
-    as one op, its expansion as none; a loop counts as one op (however many carried values)
-    plus the ops of its body."""
+    as one op, its expansion as none, and so does a dynamic op with the start vector it is
+    called with; a loop counts as one op (however many carried values) plus the ops of its
+    body."""
     n, groups = 0, set()
-    for node in calls.analyse(fn).nodes:
+    units = calls.analyse(fn)
+    hidden = calls.start_internals(units.nodes)  # spelled by the dynamic op's own call
+    for node in units.nodes:
+        if id(node) in hidden:
+            continue
         if node.op is Op.LOOP:
             key = loop_group(node)
             if key not in groups:

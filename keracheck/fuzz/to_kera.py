@@ -159,27 +159,6 @@ def _dynamic(node: Node, names: Callable[[Node], str]) -> str:
     return f"{node.op.value}({', '.join(args)})"
 
 
-def _start_internals(nodes: Sequence[Node]) -> set[int]:
-    """Nodes that only assemble start vectors (reshapes of the scalars, zero constants,
-    concats): the dynamic op's source spelling makes them, so they are not printed."""
-    internal: set[int] = set()
-    for n in nodes:
-        if n.op in DYNAMIC and start_pieces(n.inputs[-1]) is not None:
-            stack = [n.inputs[-1]]
-            while stack:
-                x = stack.pop()
-                if x.op in (Op.CONCAT, Op.RESHAPE, Op.CONST) and id(x) not in internal:
-                    internal.add(id(x))
-                    stack.extend(x.inputs if x.op is Op.CONCAT else ())
-    used = {
-        id(x)
-        for n in nodes
-        if id(n) not in internal
-        for x in (n.inputs[:-1] if n.op in DYNAMIC else n.inputs)
-    }
-    return internal - used
-
-
 class _Printer:
     """One function's source lines; names are unique across the function and its bodies."""
 
@@ -196,7 +175,7 @@ class _Printer:
         """The lets of ``fn``'s nodes (its parameters already named in ``names``)."""
         lines: list[str] = []
         units = calls.analyse(fn)
-        skip = _start_internals(units.nodes)
+        skip = calls.start_internals(units.nodes)
         done: dict[tuple[object, ...], list[Node]] = {}
         for node in units.nodes:
             if node.op is Op.PARAM or id(node) in skip or id(node) in names:

@@ -444,6 +444,7 @@ PLANTED: dict[type[Planted], tuple[frozenset[str], str, int]] = {
     HostExp: (frozenset({"exp"}), "ulp", 1),
     HostTanh: (frozenset({"tanh"}), "ulp", 1),
     HostLog: (frozenset({"log"}), "ulp", 1),
+    ReversedLoops: (frozenset({"loop"}), "ulp", 4),
 }
 #: the planted host-libm targets (each shrinks to one call)
 LIBM: tuple[type[HostLibm], ...] = (HostExp, HostTanh, HostLog)
