@@ -115,9 +115,35 @@ def case_label(case: Mapping[str, Any]) -> str:
     return f"{short_fp(case)} {case_name(case)}"
 
 
+#: ulp distances shown as ranges when a divergence has more than ULP_DETAIL distinct ones:
+#: one rounding, a few, many, and a different computation altogether
+ULP_RANGES: tuple[tuple[int, int | None], ...] = (
+    (1, 1),
+    (2, 15),
+    (16, 255),
+    (256, 65535),
+    (65536, None),
+)
+ULP_DETAIL = 4
+
+
 def classes_text(divergence: Mapping[str, Any]) -> str:
+    """Class counts, e.g. ``nan-payload 1, ulp(1) 2``; many distinct ulp distances (the report
+    keeps each) are summed into ranges, ``ulp(2-15) 7, ulp(>=65536) 40``."""
     classes = divergence.get("classes") or {}
-    return ", ".join(f"{name} {count}" for name, count in sorted(classes.items()))
+    ulps = {
+        int(k[4:-1]): n for k, n in classes.items() if k.startswith("ulp(") and k[4:-1].isdigit()
+    }
+    if len(ulps) <= ULP_DETAIL:
+        return ", ".join(f"{name} {count}" for name, count in sorted(classes.items()))
+    parts = [
+        f"{name} {count}" for name, count in sorted(classes.items()) if not name.startswith("ulp(")
+    ]
+    for lo, hi in ULP_RANGES:
+        n = sum(c for d, c in ulps.items() if d >= lo and (hi is None or d <= hi))
+        label = str(lo) if lo == hi else f">={lo}" if hi is None else f"{lo}-{hi}"
+        parts += [f"ulp({label}) {n}"] if n else []
+    return ", ".join(parts)
 
 
 def pair_text(divergence: Mapping[str, Any]) -> str:

@@ -571,3 +571,13 @@ def test_run_notes_reach_every_format() -> None:
     assert levels == ["error", "error", "warning"]
     page = render("html", run)
     assert "input error: line 3: expected &#x27;)&#x27;" in page
+
+
+def test_many_ulp_distances_are_summed_into_ranges() -> None:
+    from keracheck.formats import classes_text
+
+    few = {"classes": {"nan-payload": 1, "ulp(1)": 2, "ulp(7)": 1}}
+    assert classes_text(few) == "nan-payload 1, ulp(1) 2, ulp(7) 1"
+    spread = {f"ulp({d})": 1 for d in (1, 2, 3, 300, 70_000, 3_180_751_948)}
+    text = classes_text({"classes": {"signed-zero": 2, **spread}})
+    assert text == "signed-zero 2, ulp(1) 1, ulp(2-15) 2, ulp(256-65535) 1, ulp(>=65536) 2"
