@@ -4,6 +4,10 @@ iteration), with every result's bits compared.
 
     for i in 0..STEPS with (x = x0, v = v0) { let a = -x; (x + v * dt, v + a * dt) }
 
+Then the Verilog back end on the corpus's verlet (100 steps over f32[64]): core count,
+latency and interval of the FSM design against the fully unrolled one, and Verilator's
+vectors/s on the FSM design (``--verilog-vectors``; ``--skip-verilog`` leaves it out).
+
 Kernel time only (the C entry point through ctypes, the WASM export through wasmtime), best
 of ``--repeat``, process CPU time.  The aim: cpu (AVX2) at least 1.0x numpy; wasm-simd within
 3x of cpu.  Run for one row (the issue's figure: one problem of ``--width`` elements) and for
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import platform
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -108,12 +114,47 @@ def wasm(fn: Function, x: Array, v: Array, dt: Array, repeat: int, want: Any, t_
         print(f"   {name:11} {t * 1e3:8.1f} ms  {ratio}  {same(got, want)}")
 
 
+def verilog(vectors: int) -> None:
+    from kera.backends.verilog import VerilogSizeError, emit
+    from keracheck.inputs import generate
+    from keracheck.runners.verilator import Verilator
+    from keracheck.targets import verilog as vt
+
+    fn = verlet(100, 64)
+    print("\nverilog: verlet, 100 steps over f32[64]")
+    for name, unroll in (("FSM", 0), ("unrolled", 1 << 40)):
+        t0 = time.perf_counter()
+        try:
+            d = emit(fn, unroll=unroll)
+        except VerilogSizeError as e:
+            print(f"   {name:9} refused: {e}")
+            continue
+        dt = time.perf_counter() - t0
+        interval = getattr(d, "interval", 1) or 1
+        print(f"   {name:9} {sum(d.cores.values()):7,} cores  latency {d.latency:6,} clocks  "
+              f"one vector per {interval:,} clocks  (emit {dt:.1f} s)")  # fmt: skip
+    if Verilator().available() is not None:
+        print(f"   verilator unavailable: {Verilator().available()}")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        vt.run_plain([(fn, generate(fn, 1, 0))], "verilator", cache=Path(tmp))
+        build = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        vt.run_plain([(fn, generate(fn, vectors, 0))], "verilator", cache=Path(tmp))
+        run = time.perf_counter() - t0
+    print(f"   verilator (FSM): build + 1 vector {build:.1f} s; {vectors} vectors {run:.1f} s "
+          f"warm ({vectors / run:,.1f} vectors/s, {vectors * 501 / run:,.0f} clocks/s)")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=10_000)
     ap.add_argument("--width", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rows", type=int, default=16, help="the batch run after the single row")
+    ap.add_argument("--verilog-vectors", type=int, default=64)
+    ap.add_argument("--skip-verilog", action="store_true")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
     fn = verlet(args.steps, args.width)
@@ -129,6 +170,8 @@ def main() -> None:
         print(f"   numpy       {t_np * 1e3:8.1f} ms")
         t_cpu = cpu(fn, x, v, dt, args.repeat, want, t_np)
         wasm(fn, x, v, dt, args.repeat, want, t_cpu)
+    if not args.skip_verilog:
+        verilog(args.verilog_vectors)
 
 
 if __name__ == "__main__":
