@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kera import passes
 from kera.backends.verilog import SUPPORTED, VerilogEmitError, emit
 from kera.dtypes import DType
 from kera.interp import interpret
@@ -389,6 +390,37 @@ def test_golden_text() -> None:
         "kf_fcmp(EW=8,MW=23)": 1,
         "kf_fmul(EW=8,MW=23)": 1,
     }
+
+
+def _constants_fn() -> Function:
+    """``x * (2.0 + 3.0)`` and ``7 / 2``: a float and an integer op on constants only."""
+    b = FunctionBuilder("consts")
+    x = b.param("x", DType.F32, [2])
+    two, three = (b.op(Op.BROADCAST, const(v, DType.F32), shape=[2]) for v in (2.0, 3.0))
+    q = b.op(Op.DIV, const(7, DType.I32), const(2, DType.I32))
+    return b.build(b.op(Op.MUL, x, b.op(Op.ADD, two, three)), q)
+
+
+def test_the_emitter_folds_nothing(tmp_path: Path) -> None:
+    """Folding is the ``fold`` pass's: at -O0 every op on constants is built (cores fed by
+    constant cells), and the design lints clean; after -O2 the constant sum and quotient are
+    gone and only the products are left."""
+    fn = _constants_fn()
+    d = emit(fn)
+    assert d.cores == {
+        "kf_fadd(EW=8,MW=23,SUB=0)": 2,
+        "kf_fmul(EW=8,MW=23)": 2,
+        "kf_idiv(W=32,SIGNED=1,REM=0)": 1,
+    }
+    assert emit(passes.optimize(fn, passes.pipeline(2)).function).cores == {
+        "kf_fmul(EW=8,MW=23)": 2
+    }
+    from keracheck.runners.verilator import Verilator
+
+    _need(Verilator())
+    path = tmp_path / f"{d.top}.v"
+    path.write_text(d.text)
+    assert not Verilator().lint([path, *rtl_sources()], d.top)
 
 
 def test_size_limit() -> None:

@@ -414,6 +414,27 @@ def test_random_graphs(target: str) -> None:
     _check(target, random_cases(RANDOM_GRAPHS, seed=11))
 
 
+def _constants_fn() -> Function:
+    """A transpose of a non-uniform constant and a literal (``broadcast`` of a scalar)."""
+    b = FunctionBuilder("consts")
+    x = b.param("x", DType.I32, [3, 2])
+    table = b.const(np.arange(6, dtype=np.int32).reshape(2, 3), DType.I32, (2, 3))
+    two = b.op("broadcast", b.const(np.int32(2), DType.I32, ()), shape=[3, 2])
+    return b.build(b.op("add", b.op("transpose", table, perm=[1, 0]), b.op("mul", x, two)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_movement_over_constants_runs_at_run_time(target: str) -> None:
+    """The emitter materialises constants but folds nothing (that is the ``fold`` pass's):
+    the data segment holds the constant's own bytes, transposed at run time, and the literal
+    is an immediate with no data of its own."""
+    fn = _constants_fn()
+    data = [d.data for d in compile_functions(fn).module.data]
+    assert data == [np.arange(6, dtype="<i4").tobytes()]
+    rng = np.random.default_rng(3)
+    _check(target, [(fn, {"x": _random_specials(rng, DType.I32, (9, 3, 2))})])
+
+
 SCRATCH_HEAVY = """
 // the sum is kept in scratch, which lies after the output: 64 rows x 8 KB of it
 export fn spill(a: f64[1000], b: f64[1000]) -> f64[1, 1000] { broadcast(a + b, shape = [1, 1000]) }

@@ -29,7 +29,7 @@ The package (``docs/verilog-backend.md`` has the latency model and the targets):
 
 ===============  =============================================================================
 ``netlist.py``   :class:`Cell`, :class:`Netlist` (one cell per scalar net), dtype widths and
-                 float-core parameters, constant folding through ``kera.semantics``
+                 float-core parameters (no op is evaluated here: folding is the ``fold`` pass)
 ``lower.py``     :data:`LOWER`, the one elementwise op -> lowering table
 ``dynamic.py``   start-index clamps and the muxes of ``dynamic_slice``/``dynamic_update_slice``
 ``loop.py``      the module of one loop group: registers, FSM, the body's datapath

@@ -13,6 +13,11 @@ elements it can take, selected by the clamped starts:
 An axis whose window spans the whole dimension (clamped start always 0), or whose start is a
 constant (clamped at emit time with ``kera.semantics.clamped_starts``, the interpreter's own
 rule), selects nothing: with no run-time axis left, the op is plain wiring (latency 0).
+
+Clamping a constant start is not constant folding (the back end folds nothing; that is the
+``fold`` pass): no op's value is computed, only which wires a known address selects, as a
+static ``slice`` would.  It is structural: without it a constant start would build a clamp
+and a mux over every position the start cannot take.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ def _axis(nl: Netlist, start: int, dim: int, size: int) -> _Axis:
     hi = dim - size
     if hi == 0:
         return _Axis(range(1), None)
-    if nl.is_const(start):
+    if nl.is_const(start):  # address arithmetic on a known start, not a fold (see above)
         bits = nl.cells[start].value
         raw = np.array([[bits]], dtype=np.uint32).view(np.int32)
         at = int(clamped_starts(raw, [dim], [size])[0, 0])

@@ -3,8 +3,9 @@ the loop shared with PTX (``elementmaps.unroll_function``).
 
 Every tensor element becomes one scalar net: a parameter element is a slice of its input port,
 a constant or ``iota`` element a constant cell, data movement is wiring, and every other
-element is built by its op's row of :data:`kera.backends.verilog.lower.LOWER` — or folded with
-``kera.semantics`` when all its operands are constants (``netlist._fold``).  The ops
+element is built by its op's row of :data:`kera.backends.verilog.lower.LOWER`, even when all
+its operands are constant cells: the back end evaluates no op (folding is the ``fold`` pass's,
+once, at ``-O1`` and up; ``docs/verilog-backend.md``).  The ops
 ``elementmaps`` has no static element map for are rows of :data:`NODES`, lowered a whole node
 at a time: dynamic indexing (``dynamic.py``) and loop groups (one instance of a loop module
 per group, ``loop.py``; the body is unrolled here into its own netlist by the same walk,
@@ -31,7 +32,6 @@ from kera.backends.verilog.netlist import (
     LoopModule,
     Netlist,
     VerilogEmitError,
-    _fold,
     width,
 )
 from kera.backends.verilog.render import Port, VerilogDesign, _Renderer, module_name, port_name
@@ -100,10 +100,10 @@ class _Elements:
         lower = LOWER.get(node.op)
         if lower is None:
             raise VerilogEmitError(f"the Verilog back end has no lowering for '{node.op}'")
-        return _fold(self.nl, node, lower, list(operands))
+        return lower(self.nl, node, operands)
 
     def binary(self, node: Node, op: Op, left: int, right: int) -> int:
-        return _fold(self.nl, node, LOWER[op], [left, right], op)
+        return LOWER[op](self.nl, node, [left, right])
 
     def finish(self, node: Node, root: int, n: int) -> int:
         return canonical(self.nl, node.dtype, root) if n == 1 and node.dtype.is_float else root
@@ -131,8 +131,11 @@ NodeLower = Callable[[_Elements, Node, list[Elems]], Elems]
 
 
 def _unrolled(el: _Elements, node: Node, ins: list[Elems]) -> list[Elems]:
-    """The loop fully unrolled: the body once per trip, in order, its index a constant (so
-    dynamic indices by it become wiring), each trip on the previous trip's carried values."""
+    """The loop fully unrolled: the body once per trip, in order, its index a constant cell
+    (so a dynamic index by the index itself becomes wiring: ``dynamic.py`` clamps a constant
+    start at emit time), each trip on the previous trip's carried values.  Arithmetic on the
+    index is built like any other op (no back-end folding): a start computed from it, such as
+    ``i + 1``, selects through a mux."""
     body, lo = loop_body(node), node.int_attr("lo")
     k = len(body.results)
     carried, captured = ins[:k], ins[k:]

@@ -6,9 +6,9 @@ select, int<->int and bool conversions); sign-bit float ops and width changes ar
 
 Reductions, ``dot``, ``matmul`` and data movement are not rows: ``elementmaps.unroll`` builds
 them from the rows of their step ops (``kera.ops.REDUCE_STEP``) and of ``elementmaps.PRODUCT``
-(``emit.py``), folding steps of constants.  Float steps and products are cores, which
-canonicalise, so a tree's root needs no fix-up unless it went through no core (a one-element
-float reduction: :func:`canonical`).
+(``emit.py``); a step or product of constants is a cell like any other (the back end folds
+nothing).  Float steps and products are cores, which canonicalise, so a tree's root needs no
+fix-up unless it went through no core (a one-element float reduction: :func:`canonical`).
 """
 
 from __future__ import annotations

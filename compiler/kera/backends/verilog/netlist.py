@@ -1,24 +1,19 @@
 """The netlist being built: one :class:`Cell` per scalar net, in topological order.
 
-Also the widths and float-core parameters of the contract's dtypes, and :func:`_fold`, which
-evaluates an element whose operands are all constants with ``kera.semantics`` (the same table
-as the interpreter) instead of building a cell.  This module imports neither the lowering
-table (``lower.py``) nor the renderer, so both can be typed over :class:`Netlist`.
+Also the widths and float-core parameters of the contract's dtypes.  Nothing here evaluates an
+op: an element whose operands are all constant cells still gets its op's cell (constants are
+folded once, by the ``fold`` pass, so ``-O0`` builds exactly what the graph says).  This module
+imports neither the lowering table (``lower.py``) nor the renderer, so both can be typed over
+:class:`Netlist`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-
-from kera.backends.elementmaps import element_bits
 from kera.dtypes import DType
 from kera.ir import Node
-from kera.ops import COMPARE, Op
-from kera.semantics import SEMANTICS
 from kera_hdl import CORES  # type: ignore[import-not-found, unused-ignore]
 
 MAX_CORES = 20_000
@@ -114,6 +109,9 @@ class Netlist:
         return self.consts[key]
 
     def is_const(self, i: int) -> bool:
+        """A constant cell is a ``localparam``: it is never scheduled nor delayed
+        (``render.py``), and a constant start index is clamped at emit time (``dynamic.py``,
+        address arithmetic on the start, not an op's value).  No op is evaluated on it."""
         return self.cells[i].kind == "const"
 
     def core(self, module: str, width: int, ins: Sequence[int], **params: int) -> int:
@@ -152,25 +150,3 @@ def width(dt: DType) -> int:
 def fparams(dt: DType) -> dict[str, int]:
     """The float cores' format parameters: exponent and stored fraction widths."""
     return {"EW": dt.exp_bits, "MW": dt.mant_bits}
-
-
-# ---------------------------------------------------------------------------- constants
-
-
-def _as_array(dt: DType, bits: int) -> np.ndarray[Any, Any]:
-    if dt is DType.BOOL:
-        return np.array([bool(bits)])
-    return np.array([bits], dtype=dt.uint).view(dt.np)
-
-
-def _fold(nl: Netlist, node: Node, lower: Lower, a: Sequence[int], op: Op | None = None) -> int:
-    """Lower one element, or evaluate it with kera.semantics when every operand is constant."""
-    if not a or not all(nl.is_const(i) for i in a):
-        return lower(nl, node, a)
-    dts = [i.dtype for i in node.inputs] if op is None else [node.dtype] * len(a)
-    args = [_as_array(dt, nl.cells[i].value) for dt, i in zip(dts, a, strict=True)]
-    out_dt = node.dtype if op is None or op not in COMPARE else DType.BOOL
-    fn = SEMANTICS[op if op is not None else node.op]
-    with np.errstate(all="ignore"):
-        result = fn(node, *args)
-    return nl.const(width(out_dt), element_bits(out_dt, result)[0])

@@ -20,8 +20,10 @@ are stored.  ``reshape`` is free (a different view of the same bytes); ``broadca
 identity and run the contract's tree there, level by level (x[i] = op(x[i], x[i+s])).  With
 ``simd=True`` every such loop runs four elements per step on v128 values (lane i of a step is
 tree index i, so the tree is the contract's), with a scalar tail; each op's lowering is in
-:data:`kera.backends.wasm.lower.LOWER`.  Uniform constants become immediates; other constants are
-data segments copied per case when read through memory.
+:data:`kera.backends.wasm.lower.LOWER`.  Uniform constants (and broadcasts of them) become
+immediates; other constants are data segments copied per case when read through memory.  No
+op is evaluated at compile time, data movement over constants included: folding is the
+``fold`` pass's (``_Kernel._materialise``).
 
 ``dynamic_slice`` and ``dynamic_update_slice`` load each case's start indices, clamp them into
 ``[0, dim - window]`` by i32 compares before any address arithmetic, and copy the window row
@@ -70,17 +72,16 @@ from kera.backends.wasm.fma import fma_f32, fma_f64
 from kera.backends.wasm.lower import BOOL, VT, Site
 from kera.dtypes import DType
 from kera.files import write_atomic
-from kera.ir import Function, Graph, Node, const_value, loop_body, loop_group
+from kera.ir import Function, Graph, Node, loop_body, loop_group
 from kera.ops import (
     ELEMENTWISE,
     LEAVES,
-    MOVEMENT,
     REDUCE,
     REDUCE_STEP,
     Op,
     reduce_identity_bits,
 )
-from kera.semantics import SEMANTICS, iota
+from kera.semantics import LEAVES as LEAF_VALUES
 
 WORK_BASE = 1024
 ALIGN = 16
@@ -92,8 +93,8 @@ _HELPERS: dict[str, Callable[[str], Func]] = {
     wl.FMA_HELPER[DType.F32]: fma_f32,
     wl.FMA_HELPER[DType.F64]: fma_f64,
 }
-#: ops with no code of their own: a parameter is an input buffer, constants and iota are folded
-#: at compile time, a reshape is a view of its input's bytes
+#: ops with no code of their own: a parameter is an input buffer, constants and iota are data
+#: (materialised, never computed by an op), a reshape is a view of its input's bytes
 _FREE = LEAVES | {Op.RESHAPE}
 
 
@@ -256,7 +257,10 @@ class _Kernel:
         inputs = {p: 2 + i for i, p in enumerate(fn.params)}
         self.sc = _Scope(fn, inputs, [2 + n_in + j for j in range(n_out)])
         self._temps: dict[ValType, int] = {}
+        #: the values of the const and iota nodes met so far (materialised, see _materialise)
         self.consts: dict[Node, np.ndarray[Any, Any]] = {}
+        #: nodes whose elements all have these bits, known while compiling (see _materialise)
+        self.splats: dict[Node, int] = {}
         self.scratch_bytes = 0
         self.prologue: Code = []
 
@@ -277,27 +281,39 @@ class _Kernel:
 
     def key(self, node: Node) -> Node:
         """The node whose values a node shares (reshape is a view of its input)."""
-        while node.op is Op.RESHAPE and node not in self.consts:
+        while node.op is Op.RESHAPE:
             node = node.inputs[0]
         return node
 
-    def _fold_constants(self, nodes: Sequence[Node]) -> None:
-        """Constants, iota and data movement over constants, evaluated once (exact moves)."""
+    def known(self, key: Node) -> bool:
+        """Whether key's values are known while compiling: a constant, iota or splat."""
+        return key in self.consts or key in self.splats
+
+    def _materialise(self, nodes: Sequence[Node]) -> None:
+        """How constants are stored, never what an op computes (folding is the ``fold``
+        pass's, once; ``docs/wasm-backend.md``).  A ``const`` node's bytes and an ``iota``'s
+        values (``kera.semantics.LEAVES``, the interpreter's own) become data, written into a
+        case's array when something reads them through memory.  A value whose elements all
+        have the same bits is a *splat*: a uniform constant, and a ``broadcast`` of a splat --
+        the one way the IR spells a uniform tensor constant (every literal ``2.0`` is
+        ``broadcast(const)``, and the ``fold`` pass keeps a uniform result that way).  A splat
+        is an immediate in a loop, never an array in memory: its bits are its operand's bits,
+        computed by no op.  Every other op over constants, data movement included, runs at
+        run time like any other."""
         for node in nodes:
-            if node.op is Op.CONST:
-                self.consts[node] = const_value(node)
-            elif node.op is Op.IOTA:
-                self.consts[node] = iota(node, 1)[0]
-            elif node.op in MOVEMENT and all(i in self.consts for i in node.inputs):
-                args = [self.consts[i][None] for i in node.inputs]
-                self.consts[node] = SEMANTICS[node.op](node, *args)[0]
+            if node.op in LEAF_VALUES:
+                value = self.consts[node] = LEAF_VALUES[node.op](node, 1)[0]
+                if (bits := _uniform_bits(value)) is not None:
+                    self.splats[node] = bits
+            elif node.op is Op.BROADCAST and self.key(node.inputs[0]) in self.splats:
+                self.splats[node] = self.splats[self.key(node.inputs[0])]
 
     def _actions(self, nodes: Sequence[Node]) -> list[list[Node]]:
         """Groups of elementwise nodes and single nodes, in an order valid to run."""
         actions: list[list[Node]] = []
         group: list[Node] = []
         for node in nodes:
-            if node.op in _FREE or node in self.consts:
+            if node.op in _FREE or node in self.splats:
                 continue
             if node.op not in SUPPORTED:
                 raise WasmCompileError(f"the wasm back end does not lower '{node.op}'")
@@ -337,7 +353,7 @@ class _Kernel:
                 return get(self._index_buffer())
             return get(self.sc.inputs[key])
         if key not in self.sc.base:
-            if key not in self.consts:
+            if not self.known(key):
                 raise AssertionError(f"{key} has no buffer")
             local = self._scratch_buffer(key)
             self.prologue += self._fill(key, get(local))
@@ -352,19 +368,18 @@ class _Kernel:
     def _copy_in(self, src: Node, dst: Code) -> Code:
         """Every case of src's array copied to the array at dst (a constant: written there)."""
         k = self.key(src)
-        if k in self.consts and k not in self.sc.base:
+        if self.known(k) and k not in self.sc.base:
             return self._fill(k, dst)
         size = op("i32.mul", get(self.n), i32c(_nbytes(k)))
         return [*dst, *self.buffer(k), *size, ins("memory.copy")]
 
     def _fill(self, key: Node, dst: Code) -> Code:
         """Code writing the constant key into every case of the array at dst."""
-        value = self.consts[key]
-        bits = _uniform_bits(value)
+        bits = self.splats.get(key)
         count = op("i32.mul", get(self.n), i32c(_size(key)))
         if bits is not None:
             return self.map(count, [], {key: (key.dtype, bits)}, [], [Stream(key, key.dtype, dst)])
-        addr = self.ms.add_data(np.ascontiguousarray(value).tobytes())
+        addr = self.ms.add_data(np.ascontiguousarray(self.consts[key]).tobytes())
         nbytes = _nbytes(key)
 
         def copy(ptrs: list[Code]) -> Code:
@@ -508,7 +523,7 @@ class _Kernel:
     def _region(self) -> Code:
         """The code of the current scope's region: its actions, then its result copies."""
         nodes = self.sc.fn.nodes()
-        self._fold_constants(nodes)
+        self._materialise(nodes)
         actions = self._actions(nodes)
         owner = {id(m): k for k, act in enumerate(actions) for m in act}
         outside: set[int] = set()
@@ -550,7 +565,7 @@ class _Kernel:
         k = self.key(node)
         if id(k) in members or k in imms or any(s.key is k for s in loads):
             return k
-        if k in self.consts and (bits := _uniform_bits(self.consts[k])) is not None:
+        if (bits := self.splats.get(k)) is not None:
             imms[k] = (k.dtype, bits)
         elif (index := self.sc.index_local(k)) is not None:
             imms[k] = (k.dtype, get(index))  # a loop's index: the same in every element
@@ -581,7 +596,7 @@ class _Kernel:
             if primary.get(id(k)) == j:
                 continue
             dst = get(self.sc.outputs[j])
-            if k in self.consts and k not in self.sc.base:
+            if self.known(k) and k not in self.sc.base:
                 code += self._fill(k, dst)
                 continue
             count = op("i32.mul", get(self.n), i32c(_size(k)))
