@@ -210,17 +210,38 @@ def node_hash(
     attr_items: tuple[tuple[str, AttrValue], ...],
 ) -> bytes:
     """SHA3-256 of a node's canonical encoding (the module docstring's ``node``)."""
-    return hashlib.sha3_256(
+    known = _TYPE_BY_ID.get(id(type))
+    if known is None or known[0] is not type:
+        known = _type_by_id(type)
+    return _sha3_256(
         b"".join(
             [
                 _NODE_PREFIX[op],
-                _type_bytes(type),
+                known[1],
                 _u32(len(inputs)),
                 *[i.hash for i in inputs],
-                _attr_bytes(attr_items),
+                _attr_bytes(attr_items) if attr_items else _NO_ATTR_BYTES,
             ]
         )
     ).digest()
+
+
+_sha3_256 = hashlib.sha3_256
+_NO_ATTR_BYTES = b"\0\0\0\0"  # u32 n_attrs = 0
+
+#: id(type) -> (type, its encoding) for the type objects nodes are built with: a node's type
+#: is usually the very object of the node it was rebuilt from, and hashing a ``TensorType``
+#: by value (its dataclass ``__hash__``) costs more than the rest of the encoding.  The entry
+#: holds the type, so its id cannot be reused while it is here; cleared when it grows large.
+_TYPE_BY_ID: dict[int, tuple[TensorType, bytes]] = {}
+_TYPE_BY_ID_MAX = 1 << 16
+
+
+def _type_by_id(t: TensorType) -> tuple[TensorType, bytes]:
+    if len(_TYPE_BY_ID) >= _TYPE_BY_ID_MAX:
+        _TYPE_BY_ID.clear()
+    entry = _TYPE_BY_ID[id(t)] = (t, _type_bytes(t))
+    return entry
 
 
 def interned(h: bytes) -> Node | None:
@@ -366,24 +387,31 @@ def topo_order(results: Iterable[Node], stop: Collection[int] = frozenset()) -> 
     This is the canonical order: it depends only on the graph's content.  Iterative, so deep
     graphs do not exhaust the Python stack.
     """
-    seen: set[int] = set()
+    # The recursive walk, unrolled: a node on the stack is a visit still to make (inputs
+    # pushed right to left, so the leftmost is visited first, once the ones before it are
+    # done), a 1-tuple ``(node,)`` the point where all its inputs are done and it is listed.
+    # A node is marked seen when its visit starts, as the recursion would (cycles included).
+    # Nodes hash by identity (they define no ``__eq__``): the set holds them, not their ids.
+    seen: set[Node] = set()
     order: list[Node] = []
+    mark, emit = seen.add, order.append
     for root in results:
-        if id(root) in seen:
-            continue
-        stack: list[tuple[Node, int]] = [(root, 0)]
-        seen.add(id(root))
+        stack: list[Node | tuple[Node]] = [root]
+        pop, push, push_all = stack.pop, stack.append, stack.extend
         while stack:
-            node, i = stack[-1]
-            if i < len(node.inputs) and id(node) not in stop:
-                stack[-1] = (node, i + 1)
-                child = node.inputs[i]
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, 0))
+            node = pop()
+            if isinstance(node, tuple):
+                emit(node[0])
+                continue
+            if node in seen:
+                continue
+            mark(node)
+            inputs = node.inputs
+            if inputs and (not stop or id(node) not in stop):
+                push((node,))
+                push_all(inputs[::-1])
             else:
-                stack.pop()
-                order.append(node)
+                emit(node)
     return order
 
 

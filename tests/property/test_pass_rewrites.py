@@ -295,3 +295,20 @@ def test_fold_keeps_uniform_results_as_a_broadcast_scalar() -> None:
     (r2,) = fold.run(fn2)[0].results
     value = fold.constant_value(r2)
     assert r2.op is Op.CONST and value is not None and value.tolist() == list(range(1, 9))
+
+
+def test_fold_folds_an_op_over_iotas_and_keeps_the_iota() -> None:
+    """``iota == iota`` (an identity matrix) folds through the contract's leaf values, as the
+    Verilog back end's element folding used to; the iota itself stays a leaf, and a huge iota
+    is never computed while compiling."""
+    b = FunctionBuilder("f")
+    rows = b.op("iota", shape=[3, 3], axis=0, to=DType.I32)
+    cols = b.op("iota", shape=[3, 3], axis=1, to=DType.I32)
+    huge = b.op("iota", shape=[fold.HARD_LIMIT + 1], axis=0, to=DType.I64)
+    fn = b.build(b.op("eq", rows, cols), rows, b.op("sum", huge, axis=0))
+    after, folded = fold.run(fn)
+    eye, kept, total = after.results
+    assert folded == 1 and (eye.op, kept.op, total.op) == (Op.CONST, Op.IOTA, Op.SUM)
+    value = fold.constant_value(eye)
+    assert value is not None and value.tolist() == np.eye(3, dtype=bool).tolist()
+    same_bits(fn, after, 0, rows=1)

@@ -31,7 +31,8 @@ ENTRY_POINT_GROUP = "kera.passes"
 
 
 def _builtin(module: ModuleType) -> Pass:
-    return Pass(module.NAME, module.VERSION, module.run, (module.__doc__ or "").strip())
+    doc = (module.__doc__ or "").strip()
+    return Pass(module.NAME, module.VERSION, module.run, doc, getattr(module, "IDEMPOTENT", False))
 
 
 PASSES: dict[str, Pass] = {p.name: p for p in map(_builtin, (fold, cse, simplify))}

@@ -25,6 +25,10 @@ from kera.passes.rewrite import rewrite, with_inputs
 
 NAME = "cse"
 VERSION = 1
+#: after one run every commutative node's first two operands are in hash order: each node is
+#: rebuilt on its operands' final forms before its own pair is compared, so a second run finds
+#: nothing to swap (``Pass.idempotent``)
+IDEMPOTENT = True
 
 
 def canonical_operands(node: Node) -> Node | None:

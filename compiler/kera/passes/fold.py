@@ -13,7 +13,8 @@ scalar constant (the form the front end gives a scalar operand), not a table of 
 folding never makes emitted code bigger than the graph it came from; a broadcast of a constant
 is itself already folded and counts as a constant operand.  Limits: any other result of more
 than ``MAX_ELEMENTS`` elements is folded only when it is no larger than its constant operands
-together; ``iota`` is a leaf, not a constant, and stays as it is.
+together (an ``iota`` operand counts for nothing: it is not stored); ``iota`` is a leaf, not a
+constant, and stays as it is, but an op over iotas and constants folds.
 """
 
 from __future__ import annotations
@@ -25,10 +26,15 @@ import numpy as np
 from kera.ir import Function, Node, const_bytes, const_value, make_node
 from kera.ops import LEAVES, Op
 from kera.passes.rewrite import rewrite
+from kera.semantics import LEAVES as LEAF_VALUES
 from kera.semantics import SEMANTICS
 
 NAME = "fold"
-VERSION = 1
+VERSION = 2  # 2: an op over iota operands folds too
+#: a folded result is a constant or a broadcast of one, which fold leaves as they are, and every
+#: other node was already offered with its operands folded: a second run changes nothing
+#: (``Pass.idempotent``)
+IDEMPOTENT = True
 
 #: non-uniform results up to this many elements are always folded
 MAX_ELEMENTS = 1024
@@ -56,6 +62,24 @@ def _constant(value: np.ndarray[Any, Any], node: Node) -> Node:
     return const_bytes(flat.tobytes(), node.dtype, node.shape)
 
 
+def _operand_value(node: Node) -> np.ndarray[Any, Any] | None:
+    """An operand's value known while compiling: a constant (:func:`constant_value`), or an
+    ``iota``, whose values come from the contract's own leaf table (``kera.semantics.LEAVES``,
+    the interpreter's); the iota itself stays a leaf.  An op over iotas (``iota == iota``)
+    folds like one over constants: the back ends fold nothing (``docs/passes.md``).  An iota
+    is not stored, so one over ``HARD_LIMIT`` elements is never computed (``sum`` of a huge
+    iota would be)."""
+    if node.op is Op.IOTA:
+        return LEAF_VALUES[Op.IOTA](node, 1)[0] if node.type.size <= HARD_LIMIT else None
+    return constant_value(node)
+
+
+def _has_value(node: Node) -> bool:
+    """Whether :func:`_operand_value` may give ``node`` a value (by its op alone)."""
+    op = node.op
+    return op is Op.CONST or op is Op.IOTA or (op is Op.BROADCAST and node.inputs[0].op is Op.CONST)
+
+
 def fold_node(node: Node) -> Node | None:
     if node.op in LEAVES or not node.inputs or node.op not in SEMANTICS:
         return None  # a loop is not folded (its body runs trips times: not a cheap constant)
@@ -64,7 +88,9 @@ def fold_node(node: Node) -> Node | None:
     size = node.type.size
     if size > HARD_LIMIT:
         return None
-    values = [constant_value(x) for x in node.inputs]
+    if not all([_has_value(x) for x in node.inputs]):
+        return None  # the common case, decided before any operand's value is computed
+    values = [_operand_value(x) for x in node.inputs]
     if any(v is None for v in values):
         return None
     args = [np.array(v)[np.newaxis] for v in values]  # a batch of one (copies: writable)

@@ -39,36 +39,37 @@ def rewrite(
     """``fn`` with ``rule`` applied once to every node, inputs first; and how many nodes the
     rule replaced.  A replacement must have the type of the node it replaces.  ``bodies``
     memoises rewritten loop bodies by region hash (shared by nested calls)."""
-    new: dict[int, Node] = {}
+    new: dict[Node, Node] = {}  # nodes hash by identity (they define no ``__eq__``)
     count = 0
-    param = Op.PARAM
+    param, loop = Op.PARAM, Op.LOOP
     bodies = {} if bodies is None else bodies
     for node in fn.nodes():
-        original = node
-        if node.op is param:
-            new[id(node)] = node
+        op = node.op
+        if op is param:
+            new[node] = node
             continue
-        if node.op is Op.LOOP:
+        original = node
+        if op is loop:
             node, n = _with_rewritten_body(node, rule, bodies)
             count += n
         inputs = node.inputs
         if inputs:  # the hot loop: a list, not a generator, and no call when nothing changed
-            rebuilt_inputs = tuple([new[id(i)] for i in inputs])
+            rebuilt_inputs = tuple([new[i] for i in inputs])
             rebuilt = (
                 node
                 if rebuilt_inputs == inputs
-                else Node(node.op, node.type, rebuilt_inputs, node.attr_items)
+                else Node(op, node.type, rebuilt_inputs, node.attr_items)
             )
         else:
             rebuilt = node
         out = rule(rebuilt)
         if out is not None and out is not rebuilt:
             if out.type != node.type:
-                raise AssertionError(f"rewrite of {node.op} changed its type to {out.type}")
+                raise AssertionError(f"rewrite of {op} changed its type to {out.type}")
             count += 1
             rebuilt = out
-        new[id(original)] = rebuilt
-    results = tuple([new[id(r)] for r in fn.results])
+        new[original] = rebuilt
+    results = tuple([new[r] for r in fn.results])
     if results == fn.results:  # the same nodes (see ``with_inputs``)
         return fn, count
     return Function(fn.name, fn.params, results), count

@@ -19,11 +19,25 @@ Invariants, each a function below (the order they are checked in):
 ``body``        every loop's body is itself a region meeting all of the above (checked once
                 per distinct body, recursively); the loop's own ``type`` check covers how the
                 body's parameters and results match the loop's operands
+
+Incremental validation (what the pass manager does after the first, full one):
+``validate(fn, known)`` takes the nodes an earlier call vouched for (it returns them) and
+checks ``hash``, ``interned``, ``type`` and the ``acyclic`` position only for the nodes not in
+``known``, the ones a pass created; ``region``, ``order``, the ``inputs`` and parameter checks,
+``results`` and every body's region-level checks still run in full.  A known node cannot have
+changed: nodes are immutable (``Node.__setattr__`` refuses), so their content, hash and
+interning are what was checked; the node-level checks are local to a node (its op, type,
+inputs' types and attributes), and its inputs are known nodes too (they were checked with
+it), so a cycle can only run through new nodes.  What this leaves to the first, full call is
+a node changed behind ``Node.__setattr__``'s back (``object.__setattr__``), which only a test
+corrupting a graph on purpose does; such a node in the input is caught there.  ``known`` holds
+the nodes themselves (not their ids), so none of them can die and hand its id to a new node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence, Set
+from typing import Any
 
 from kera.ir import (
     Function,
@@ -36,7 +50,7 @@ from kera.ir import (
     region_hash,
     topo_order,
 )
-from kera.ops import Op, TypeRuleError, infer
+from kera.ops import Op, TensorType, TypeRuleError, infer
 
 
 class InvariantError(Exception):
@@ -57,7 +71,10 @@ def _describe(node: Node) -> str:
     return f"{node.op} {node.type} #{node.hash.hex()[:12]}"
 
 
-def _region(fn: Function) -> None:
+Nodes = Sequence[Node] | None  # the nodes whose own invariants to check; None: all of them
+
+
+def _region(fn: Function, new: Nodes = None) -> None:
     try:
         check_name(fn.name, "function")
     except IRError as e:
@@ -75,62 +92,80 @@ def _region(fn: Function) -> None:
         raise InvariantError("region", "the stored region hash does not recompute")
 
 
-def _order(fn: Function) -> None:
+def _order(fn: Function, new: Nodes = None) -> None:
     # List equality compares identical items without calling ``__eq__`` and nodes have none of
     # their own, so this is "the same nodes in the same order", at C speed.
     if fn.nodes() != topo_order(fn.results):
         raise InvariantError("order", "the stored node list is not the canonical order")
 
 
-def _edges(fn: Function) -> None:
-    position = {id(n): i for i, n in enumerate(fn.nodes())}
-    declared = {id(p) for p in fn.params}
-    for i, node in enumerate(fn.nodes()):
-        if node.op is Op.PARAM and id(node) not in declared:
+def _edges(fn: Function, new: Nodes = None) -> None:
+    nodes = fn.nodes()
+    position = {node: i for i, node in enumerate(nodes)}  # nodes hash by identity
+    declared = set(fn.params)
+    param = Op.PARAM
+    for node in nodes:  # every node: the parameters declared may be other ones than before
+        if node.op is param and node not in declared:
             raise InvariantError("inputs", "uses a parameter the function does not declare", node)
+    for i, node in enumerate(nodes) if new is None else [(position[n], n) for n in new]:
         for x in node.inputs:
-            at = position.get(id(x))
+            at = position.get(x)
             if at is None:
                 raise InvariantError("inputs", f"input {_describe(x)} is not in the function", node)
             if at >= i:
                 raise InvariantError("acyclic", f"input {_describe(x)} does not come first", node)
 
 
-def _hashes(fn: Function) -> None:
-    for node in fn.nodes():
+def _hashes(fn: Function, new: Nodes = None) -> None:
+    for node in fn.nodes() if new is None else new:
         if node_hash(node.op, node.type, node.inputs, node.attr_items) != node.hash:
             raise InvariantError("hash", "the stored hash does not recompute", node)
         if interned(node.hash) is not node:
             raise InvariantError("interned", "another live node has this content", node)
 
 
-def _types(fn: Function) -> None:
-    for node in fn.nodes():
-        if node.op is Op.CONST:
+def _types(fn: Function, new: Nodes = None) -> None:
+    # Type inference is a function of the op, the operand types and the attributes (and the
+    # limits, fixed during one call), and a graph repeats few such combinations: each is
+    # inferred once per call.  Attribute values are keyed with their Python types, as 1 and
+    # True, or DType.F32 and "f32", are equal but do not type-check alike.  A loop (whose
+    # body attribute would keep the key alive) is inferred each time.
+    memo: dict[tuple[Any, ...], TensorType] = {}
+    for node in fn.nodes() if new is None else new:
+        op = node.op
+        if op is Op.CONST:
             data = node.attr("value")
             if not isinstance(data, bytes) or len(data) != node.type.size * node.dtype.nbytes:
                 raise InvariantError(
                     "type", f"a constant of type {node.type} has wrong bytes", node
                 )
             continue
-        if node.op is Op.PARAM:
+        if op is Op.PARAM:
             continue
-        try:
-            t = infer(node.op, [x.type for x in node.inputs], node.attrs)
-        except TypeRuleError as e:
-            raise InvariantError("type", f"does not type-check: {e}", node) from None
-        if t != node.type:
+        items = node.attr_items
+        types = [x.type for x in node.inputs]
+        # a type by its fields: a ``TensorType``'s own ``__hash__`` is a Python-level call
+        key = (op, items, *[type(v) for _, v in items], *[(t.dtype, t.shape) for t in types])
+        t = memo.get(key) if op is not Op.LOOP else None
+        if t is None:
+            try:
+                t = infer(op, types, node.attrs)
+            except TypeRuleError as e:
+                raise InvariantError("type", f"does not type-check: {e}", node) from None
+            if op is not Op.LOOP:
+                memo[key] = t
+        if t is not node.type and t != node.type:
             raise InvariantError("type", f"re-infers as {t}, stored {node.type}", node)
 
 
-def _results(fn: Function) -> None:
-    members = {id(n) for n in fn.nodes()}
+def _results(fn: Function, new: Nodes = None) -> None:
+    members = set(fn.nodes())
     for r in fn.results:
-        if id(r) not in members:
+        if r not in members:
             raise InvariantError("results", "a result is not a node of the function", r)
 
 
-CHECKS: tuple[Callable[[Function], None], ...] = (
+CHECKS: tuple[Callable[[Function, Nodes], None], ...] = (
     _region,
     _order,
     _edges,
@@ -140,13 +175,21 @@ CHECKS: tuple[Callable[[Function], None], ...] = (
 )
 
 
-def validate(fn: Function, _seen: set[bytes] | None = None) -> None:
+def validate(
+    fn: Function, known: Set[Node] = frozenset(), _seen: set[bytes] | None = None
+) -> set[Node]:
     """Raise :class:`InvariantError` on the first broken invariant of ``fn`` or of a loop body
-    in it."""
+    in it; return the nodes of ``fn`` and of its bodies, all now known to be valid.
+
+    ``known``: nodes an earlier call returned, whose own invariants are not checked again (see
+    the module docstring); empty (the default), every node is checked."""
+    nodes = fn.nodes()
+    new = None if not known else [n for n in nodes if n not in known]
     for check in CHECKS:
-        check(fn)
+        check(fn, new)
+    valid = set(nodes)
     seen = set() if _seen is None else _seen
-    for node in fn.nodes():
+    for node in nodes:
         if node.op is not Op.LOOP:
             continue
         body = loop_body(node)
@@ -154,7 +197,8 @@ def validate(fn: Function, _seen: set[bytes] | None = None) -> None:
             continue
         seen.add(body.region_hash)
         try:
-            validate(body, seen)
+            valid |= validate(body, known, seen)
         except InvariantError as e:
             where = f"in the body of {_describe(node)}: "
             raise InvariantError("body", where + str(e), e.node) from None
+    return valid
