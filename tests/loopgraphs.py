@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kera.dtypes import DType
-from kera.ir import Function, FunctionBuilder, Graph, Node, loop, make_node
+from kera.ir import Function, FunctionBuilder, Graph, Node, loop, make_node, start_vector
 
 I32 = DType.I32
 
@@ -26,11 +26,7 @@ def _i32(b: FunctionBuilder, value: int) -> Node:
 
 def _starts(*scalars: Node) -> Node:
     """An i32[len] start vector from i32 scalars."""
-    parts = [make_node("reshape", [s], {"shape": [1]}) for s in scalars]
-    out = parts[0]
-    for p in parts[1:]:
-        out = make_node("concat", [out, p], {"axis": 0})
-    return out
+    return start_vector(list(scalars))
 
 
 def _elem(x: Node, i: Node) -> Node:

@@ -20,7 +20,7 @@ from loopgraphs import GRAPHS
 from kera.backends.ptx import emit, emit_graph
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Graph, Node, loop, make_node
+from kera.ir import Function, FunctionBuilder, Graph, Node, loop, start_vector
 from keracheck import inputs as inputs_mod
 from keracheck.runners.ptxas import Ptxas
 from keracheck.targets.ptx import PtxEmuAdversarialBackend, PtxEmuBackend
@@ -30,11 +30,7 @@ I32, F32, BOOL = DType.I32, DType.F32, DType.BOOL
 
 
 def _starts(*scalars: Node) -> Node:
-    parts = [make_node("reshape", [s], {"shape": [1]}) for s in scalars]
-    out = parts[0]
-    for p in parts[1:]:
-        out = make_node("concat", [out, p], {"axis": 0})
-    return out
+    return start_vector(list(scalars))
 
 
 def one_trip_at_int32_max() -> Function:

@@ -25,7 +25,7 @@ from test_wasm_backend import TARGETS, Array, Case, _backend, _check, _random_sp
 from kera.backends.wasm import compile_functions, emit, emit_wat
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Node, loop, loop_body, make_node
+from kera.ir import Function, FunctionBuilder, Node, loop, loop_body, start_vector
 from kera.ops import Op
 
 pytestmark = pytest.mark.toolchain
@@ -58,11 +58,7 @@ def _cases(fns: list[Function]) -> list[Case]:
 
 
 def _starts(*scalars: Node) -> Node:
-    parts = [make_node("reshape", [s], {"shape": [1]}) for s in scalars]
-    out = parts[0]
-    for p in parts[1:]:
-        out = make_node("concat", [out, p], {"axis": 0})
-    return out
+    return start_vector(list(scalars))
 
 
 def one_trip() -> Function:

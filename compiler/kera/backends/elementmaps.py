@@ -178,11 +178,13 @@ def unroll_function(fn: Function, emitter: Emitter[E]) -> list[list[E]]:
     ``emitter.element`` per output element."""
     env: dict[int, list[E]] = {}
     for node in fn.nodes():
-        env[id(node)] = _unroll_node(emitter, node, [env[id(i)] for i in node.inputs])
+        env[id(node)] = unroll_node(emitter, node, [env[id(i)] for i in node.inputs])
     return [env[id(r)] for r in fn.results]
 
 
-def _unroll_node(emitter: Emitter[E], node: Node, ins: list[list[E]]) -> list[E]:
+def unroll_node(emitter: Emitter[E], node: Node, ins: list[list[E]]) -> list[E]:
+    """One node's elements from its operands' (a parameter, a leaf, a structural op or an
+    elementwise op); back ends with ops lowered a whole node at a time call this for the rest."""
     if node.op is Op.PARAM:
         return emitter.load(node)
     if node.op in LEAF_VALUES:

@@ -31,16 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from kera.backends.elementmaps import STRUCTURAL, Emitter, constant_bits, unroll
+from kera.backends.elementmaps import Emitter, unroll_node
 from kera.backends.ptx.dynamic import dynamic_slice, dynamic_update_slice
 from kera.backends.ptx.kernel import Elems, Kernel
 from kera.dtypes import DType
 from kera.ir import Function, Node, loop_body, loop_group
 from kera.ops import Op
-from kera.semantics import LEAVES as LEAF_VALUES
 
 
 @dataclass
@@ -68,14 +66,7 @@ class Walk:
         whole = NODES.get(node.op)
         if whole is not None:
             return whole(self, node, ins)
-        e = self.emitter
-        if node.op is Op.PARAM:
-            return e.load(node)
-        if node.op in LEAF_VALUES:
-            return [e.constant(node.dtype, bits) for bits in constant_bits(node)]
-        if node.op in STRUCTURAL:
-            return unroll(node, ins, partial(e.binary, node), partial(e.finish, node))
-        return [e.element(node, operands) for operands in zip(*ins, strict=True)]
+        return unroll_node(self.emitter, node, ins)
 
     def loop(self, node: Node, ins: list[Elems]) -> Elems:
         """One carried value of a loop; the group's loop is emitted at its first node."""

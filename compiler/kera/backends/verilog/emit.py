@@ -18,11 +18,10 @@ import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kera.backends.elementmaps import STRUCTURAL, constant_bits, supported, unroll
+from kera.backends.elementmaps import supported, unroll_node
 from kera.backends.verilog.dynamic import dynamic_slice, dynamic_update_slice
 from kera.backends.verilog.loop import render_loop
 from kera.backends.verilog.lower import LOWER, canonical
@@ -39,7 +38,6 @@ from kera.dtypes import DType
 from kera.files import write_atomic
 from kera.ir import Function, Graph, Node, loop_body, loop_group
 from kera.ops import Op
-from kera.semantics import LEAVES as LEAF_VALUES
 from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore]
 
 
@@ -174,19 +172,8 @@ def unroll_region(fn: Function, el: _Elements) -> list[Elems]:
     for node in fn.nodes():
         ins = [env[id(i)] for i in node.inputs]
         whole = NODES.get(node.op)
-        env[id(node)] = whole(el, node, ins) if whole else _unroll_node(el, node, ins)
+        env[id(node)] = whole(el, node, ins) if whole else unroll_node(el, node, ins)
     return [env[id(r)] for r in fn.results]
-
-
-def _unroll_node(el: _Elements, node: Node, ins: list[Elems]) -> Elems:
-    """As ``elementmaps.unroll_function`` does for one node."""
-    if node.op is Op.PARAM:
-        return el.load(node)
-    if node.op in LEAF_VALUES:
-        return [el.constant(node.dtype, bits) for bits in constant_bits(node)]
-    if node.op in STRUCTURAL:
-        return unroll(node, ins, partial(el.binary, node), partial(el.finish, node))
-    return [el.element(node, operands) for operands in zip(*ins, strict=True)]
 
 
 def emit(fn: Function, top: str | None = None, unroll: int = 0) -> VerilogDesign:
