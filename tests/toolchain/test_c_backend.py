@@ -374,6 +374,12 @@ def cases() -> list[tuple[str, Function, dict[str, Array], list[Array]]]:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_op_and_dtype(target: str, cases: list[Any]) -> None:
+    assert_agree(target, cases)
+
+
+def assert_agree(target: str, cases: list[Any]) -> None:
+    """``cases`` of (name, fn, inputs, the interpreter's outputs) run on ``target`` in one
+    batch, every output compared bit for bit."""
     t = usable(target)
     got = t.run_many([(fn, ins) for _, fn, ins, _ in cases])
     bad = [

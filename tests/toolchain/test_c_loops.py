@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 from loopgraphs import GRAPHS
-from test_c_backend import TARGETS, mismatches, usable
+from test_c_backend import TARGETS, assert_agree, mismatches, usable
 
 from kera.backends import c
 from kera.backends.c.emit import parts
@@ -284,14 +284,7 @@ def cases() -> list[tuple[str, Function, dict[str, Array], list[Array]]]:
 @pytest.mark.toolchain
 @pytest.mark.parametrize("target", TARGETS)
 def test_loops_agree_with_the_interpreter(target: str, cases: list[Any]) -> None:
-    t = usable(target)
-    got = t.run_many([(fn, ins) for _, fn, ins, _ in cases])
-    bad = [
-        m
-        for (name, fn, ins, want), g in zip(cases, got, strict=True)
-        for m in mismatches(name, fn, ins, g, want)
-    ]
-    assert not bad, f"{len(bad)} mismatches on {target}:\n" + "\n".join(bad[:40])
+    assert_agree(target, cases)
 
 
 def _ops(fn: Function) -> set[str]:
@@ -345,7 +338,7 @@ def test_loops_keep_their_order_at_O3(cases: list[Any]) -> None:
 def test_loop_c_is_warning_free(isa: str, tmp_path: Path) -> None:
     gcc = {"x86_64": "gcc", "aarch64": "aarch64-linux-gnu-gcc"}.get(c.ISAS[isa].arch, "gcc")
     if shutil.which(gcc) is None:
-        pytest.skip(f"{gcc} not on PATH")
+        pytest.skip(f"{gcc} not on PATH: scripts/setup installs it")
     fns = {name: make() for name, make in ALL.items()}
     for name, text in c.emit(fns, isa=isa).files().items():
         (tmp_path / name).write_text(text)
