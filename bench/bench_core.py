@@ -42,7 +42,7 @@ import numpy as np
 from kera import keg
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Graph, Node
+from kera.ir import Function, FunctionBuilder, Graph, Node, sweep
 
 AIM_NODES_PER_S = 100_000
 WIDTH = 64  # the carried vector; reshaped to 8 x 8
@@ -109,6 +109,7 @@ def best_of(repeat: int, run: Callable[[], Any]) -> tuple[Timing, Any]:
     for _ in range(repeat):
         out = None  # free the previous result first: live nodes would be found by interning
         gc.collect()
+        sweep()  # and drop every node nothing holds now, as a fresh process would have none
         if not GC_WHILE_TIMING:
             gc.disable()
         w0, c0 = time.perf_counter(), time.process_time()
@@ -178,6 +179,7 @@ def profile(phase: str, nodes: int, top: int) -> None:
     if phase == "load":
         del graph
         gc.collect()
+        sweep()
     prof = cProfile.Profile()
     prof.runcall(calls[phase])
     stats = pstats.Stats(prof)

@@ -9,18 +9,19 @@ traceback: errors go to stderr as ``keracheck: <file>: <message>``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from kera import files
 from keracheck import config as config_mod
-from keracheck import harness
+from keracheck import harness, security
+from keracheck import outputs as outputs_mod
 from keracheck.baseline import BaselineError, baseline_from, load_baseline
 from keracheck.collect import Case, Collected, collect, companion_npz, compile_file, make_case
 from keracheck.document import (
@@ -28,7 +29,6 @@ from keracheck.document import (
     EXIT_DIVERGE,
     EXIT_OK,
     EXIT_USAGE,
-    SCHEMA_VERSION,
     fix_hint,
 )
 from keracheck.options import Options
@@ -69,13 +69,16 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
         v = getattr(args, name, None)
         return v if v is not None else conf.get(name, default)
 
+    mode = _sandbox_mode(args, conf)  # before any plugin host starts
     plugins: dict[str, str] = {}
     for spec in [*(conf.get("backend_plugins") or []), *(args.backend_plugin or [])]:
+        security.check_plugin(spec)
         try:
             tid, s = load_plugin(spec)
         except TargetError as e:
             raise UsageError(str(e)) from None
         plugins[tid] = s
+        security.note("plugin", {"spec": spec, "target": tid})
     targets = _csv(args.targets) if args.targets else conf.get("targets")
     require = _csv(args.require) if getattr(args, "require", None) else conf.get("require", [])
     for name in ("inputs", "repeat", "jobs"):
@@ -105,6 +108,8 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
     from keracheck.opt_levels import LevelError, load_pass_plugins, parse_levels
 
     pass_plugins = [*(conf.get("pass_plugins") or []), *(getattr(args, "pass_plugin", None) or [])]
+    for spec in pass_plugins:  # a pass runs in keracheck's own process
+        security.check_plugin(spec)
     try:
         levels = parse_levels(pick("opt_levels", "0"))
         load_pass_plugins(pass_plugins)  # a bad spec is a usage error now, not mid-run
@@ -113,6 +118,7 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
     return Options(
         opt_levels=levels,
         pass_plugins=pass_plugins,
+        localise=not getattr(args, "no_localise", False),
         input_profile=profile,
         keyword=keyword,
         targets=targets,
@@ -130,7 +136,32 @@ def build_options(args: argparse.Namespace, conf: dict[str, Any]) -> Options:
         else harness.default_cache_dir(),
         command="keracheck " + " ".join(sys.argv[1:]) if sys.argv[1:] else "keracheck run",
         progress=None if getattr(args, "quiet", False) else _progress,
+        sandbox=mode,
     )
+
+
+def _sandbox_mode(args: argparse.Namespace, conf: dict[str, Any], warm: bool = True) -> str:
+    """``--sandbox`` over ``[tool.keracheck] sandbox``, set for this process before any
+    plugin loads, with the key to hide from workers; ``off`` warns loudly, ``on`` on a machine
+    that cannot sandbox is a usage error (exit 2) naming the fix (docs/security.md)."""
+    from keracheck import sandbox
+
+    mode = getattr(args, "sandbox", None) or conf.get("sandbox", "on")
+    key = getattr(args, "key", None) or ""
+    env_key = key.removeprefix("env://") if key.startswith("env://") else None
+    sandbox.configure(mode, [key] if key and env_key is None else [], [env_key] if env_key else [])
+    if mode == "off":
+        _err(sandbox.OFF_WARNING)
+        return mode
+    try:
+        sandbox.require()
+    except sandbox.Unavailable as e:
+        raise UsageError(str(e)) from None
+    from keracheck.sandbox import launch
+
+    if warm:
+        launch.prewarm()  # the first batch server starts while the cases compile
+    return mode
 
 
 def _keyword(args: argparse.Namespace) -> Callable[[str], bool] | None:
@@ -155,12 +186,14 @@ def _keyword(args: argparse.Namespace) -> Callable[[str], bool] | None:
     return lambda nid: all(p(nid) for p in preds)
 
 
-def emit(text: str, output: str | None) -> None:
+def emit(text: str, output: str | None, fmt: str = "text") -> None:
+    """``text`` to ``output`` (atomically, granted and audited: ``outputs.write_one``), else
+    to stdout."""
     if output:
         try:
-            files.write_atomic(output, text)
-        except OSError as e:
-            raise UsageError(f"{output}: cannot write: {e.strerror or e}") from None
+            outputs_mod.write_one(output, text, fmt)
+        except outputs_mod.OutputError as e:
+            raise UsageError(str(e)) from None
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
@@ -196,48 +229,71 @@ def summarize(doc: dict[str, Any]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     conf, _ = config_mod.load()
+    with _managed(args, conf) as manager:
+        return _run(args, conf, manager)
+
+
+def _run(args: argparse.Namespace, conf: dict[str, Any], manager: Any) -> int:
+    from keracheck.journal import default_journal_dir
+
     opts = build_options(args, conf)
+    opts.journal_dir, opts.resume = default_journal_dir(), not args.no_resume
     fmt = args.format or conf.get("format", "text")
     if fmt not in FORMATS:
         raise UsageError(f"unknown format '{fmt}' (choose from {', '.join(FORMATS)})")
-    doc, code = harness.run(args.paths, opts)
+    specs = args.output_format if args.output_format is not None else conf.get("output_formats")
+    outputs = _output_specs(specs or [], FORMATS, [args.output, args.report])
+    if args.report and not args.key:
+        raise UsageError("--report needs --key PATH (create one with 'keracheck keygen --out DIR')")
+    with _display(args, opts):
+        doc, code = harness.run(args.paths, opts)
     if "message" in doc["summary"]:
         _err(doc["summary"]["message"])
     from keracheck.select import save_last_failed
 
     save_last_failed(doc["cases"])
-    if args.report:
-        if not args.key:
-            raise UsageError(
-                "--report needs --key PATH (create one with 'keracheck keygen --out DIR')"
-            )
-        from keracheck import signing
+    from keracheck import signing
 
+    security.note_sandbox(doc)
+    key, signature = None, None
+    if args.report:
         try:
             key = signing.load_signing_key(args.key)
-            signing.write_report(args.report, doc, key)
-            signed_by = signing.keyid(key.public_key())
         except signing.KeyFileError as e:
             raise UsageError(str(e)) from None
-        except OSError as e:
-            raise UsageError(f"{args.report}: cannot write report: {e.strerror or e}") from None
-    from keracheck.formats import render
-
-    if fmt == "html" and args.report:
-        sig = {
-            "status": "signed",
-            "keyid": signed_by,
-            "detail": f"This run's signed report was written to {args.report}; the page itself "
-            "carries no signature. Verify the report, not the page:",
-            "report": args.report,
-        }
-        emit(render(fmt, doc, signature=sig), args.output)
-    else:
-        emit(render(fmt, doc), args.output)
+        signature = outputs_mod.signed_banner(args.report, signing.keyid(key.public_key()))
+    render_all(doc, fmt, args.output, outputs, signature)
+    if key is not None:  # last, so its audit log names every file this run wrote
+        _sign(args.report, doc, key, manager)
     summarize(doc)
     if getattr(args, "verbose", False):
         print_tracebacks(doc)
     return code
+
+
+def _sign(path: str, doc: dict[str, Any], key: Any, manager: Any) -> None:
+    """Write the signed report, its audit log ending with the entry that says so."""
+    from keracheck import signing
+
+    statements = len(doc["cases"]) + 1
+    keyid = signing.keyid(key.public_key())
+    manager.note(
+        "report", {"path": os.path.abspath(path), "keyid": keyid, "statements": statements}
+    )
+    try:
+        signing.write_report(path, doc, key, manager.snapshot())
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write report: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def _managed(args: argparse.Namespace, conf: dict[str, Any]) -> Iterator[Any]:
+    """The command under a SecurityManager granting what its command line asks for, within
+    ``[tool.keracheck.policy]`` (a refused request: exit 2 before anything runs)."""
+    from keracheck.security.startup import for_command
+
+    with security.installed(for_command(args, conf)) as manager:
+        yield manager
 
 
 def print_tracebacks(doc: dict[str, Any]) -> None:
@@ -250,41 +306,74 @@ def print_tracebacks(doc: dict[str, Any]) -> None:
                 print(entry["traceback"].rstrip(), file=sys.stderr)
 
 
-def load_run(path: str) -> dict[str, Any]:
-    """A saved ``keracheck run --format json`` document; UsageError naming the file and the
-    position or the missing part when it is not one."""
-    from kera import files
+def _display(args: argparse.Namespace, opts: Options) -> Any:
+    """The progress display on stderr for the run (a live board on a terminal, lines
+    otherwise; nothing with -q); it becomes ``opts.progress`` while the run lasts."""
+    import contextlib
 
+    from keracheck import progress
+
+    if getattr(args, "quiet", False):
+        return contextlib.nullcontext()
+    shown = progress.reporter(sys.stderr, opts.heartbeat, jobs=opts.jobs)
+    opts.progress = shown
+    return shown
+
+
+def _output_specs(
+    specs: Sequence[str], formats: Sequence[str], taken: Sequence[str | None]
+) -> list[Any]:
+    """``--output-format FMT=PATH`` specs, checked before anything runs (exit 2 when bad);
+    ``taken``: the other files this command writes (``--output``, ``--report``)."""
     try:
-        data = files.read_bytes(path)
-    except files.LoadError as e:
+        return outputs_mod.parse(specs, formats, [t for t in taken if t])
+    except outputs_mod.OutputError as e:
         raise UsageError(str(e)) from None
+
+
+def render_all(
+    doc: dict[str, Any],
+    fmt: str,
+    output: str | None,
+    outputs: Sequence[Any],
+    signature: dict[str, Any] | None = None,
+) -> None:
+    """The run in ``fmt`` to ``output`` (stdout when None), then each ``--output-format`` file.
+    HTML gets the signature banner; the GitHub step summary is appended once, by the first
+    ``github`` rendering."""
+    from keracheck.formats import render
+
+    summary = {"written": False}
+
+    def one(f: str) -> str:
+        extra: dict[str, Any] = {"signature": signature} if f == "html" and signature else {}
+        if f == "github" and summary["written"]:
+            extra["step_summary"] = None
+        summary["written"] |= f == "github"
+        return render(f, doc, **extra)
+
+    emit(one(fmt), output, fmt)
     try:
-        doc = json.loads(data)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
-    except (RecursionError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: not JSON ({type(e).__name__})") from None
-    need = ("schemaVersion", "tool", "run", "summary", "targets", "errors", "cases")
-    if not isinstance(doc, dict) or doc.get("schemaVersion") != SCHEMA_VERSION:
-        raise UsageError(f"{path}: not a keracheck run (a JSON object with schemaVersion 1)")
-    missing = [k for k in need if k not in doc]
-    if missing:
-        raise UsageError(f"{path}: not a keracheck run: no {', '.join(missing)}")
-    return doc
+        outputs_mod.write(outputs, one)
+    except outputs_mod.OutputError as e:
+        raise UsageError(str(e)) from None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """Render a saved JSON run in any format without running anything; the exit code is the
-    run's own, so a saved run can gate a later CI step."""
-    from keracheck.formats import render
-
-    doc = load_run(args.file)
+    """Render a saved JSON run or a signed report in any format without running anything; the
+    exit code is the run's own, so a saved run can gate a later CI step."""
+    outputs = _output_specs(args.output_format or [], FORMATS, [args.output])
     try:
-        emit(render(args.format, doc), args.output)
+        saved = outputs_mod.load(args.file, args.key)
+    except outputs_mod.OutputError as e:
+        raise UsageError(str(e)) from None
+    for note in saved.notes:
+        _err(note)
+    try:
+        render_all(saved.doc, args.format, args.output, outputs, saved.signature)
     except (KeyError, TypeError, ValueError) as e:
         raise UsageError(f"{args.file}: cannot render as {args.format}: {e!r}") from None
-    code = doc["summary"].get("exitCode")
+    code = saved.doc["summary"].get("exitCode")
     return int(code) if isinstance(code, int) else EXIT_OK
 
 
@@ -420,6 +509,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     result = signing.verify_report(args.file, pub, _keg_lookup)
     ok = result.ok
     lines = [result.describe()]
+    # the signatures held: what its audit log says (the capabilities granted, the chain)
+    audit = result.audit_lines() if result.summary is not None else []
     if ok and args.rerun:
         from keracheck.targets import TargetError, load_plugin
 
@@ -429,8 +520,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
         ok, more = rerun_report(result, plugins)
         lines += more
-    print("\n".join(lines))
+    if args.format == "html":
+        _verify_page(args, result, lines[1:], ok)
+    lines[1:1] = audit
+    print("\n".join(lines), file=sys.stdout if args.format == "text" else sys.stderr)
     return EXIT_OK if ok else EXIT_DIVERGE
+
+
+def _verify_page(args: argparse.Namespace, result: Any, rerun: list[str], ok: bool) -> None:
+    """``verify --format html``: the banner says what was verified; the run follows when the
+    report verified."""
+    from keracheck import signing
+    from keracheck.formats import verify_html
+
+    run = None
+    if result.ok:
+        cases = [({"name": c.name, "digest": c.digest}, c.predicate) for c in result.cases]
+        run, _ = signing.run_from_statements(cases, result.summary)
+    emit(verify_html.render(result, run, args.file, args.key, rerun, ok), args.output)
 
 
 def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]:
@@ -482,8 +589,47 @@ def rerun_report(result: Any, plugins: dict[str, str]) -> tuple[bool, list[str]]
     return ok, lines
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``keracheck audit show REPORT``: the capabilities granted, every entry kept, and the
+    chain's verdict.  Exit 0 when the report (signatures, with --key) and the chain verify,
+    1 when not, 2 when the file is not a signed report or carries no audit log."""
+    from keracheck import signing
+
+    pub = None
+    if args.key:
+        try:
+            pub = signing.load_public_key(args.key)
+        except signing.KeyFileError as e:
+            raise UsageError(str(e)) from None
+    if not os.path.exists(args.file):
+        raise UsageError(f"{args.file}: no such report")
+    result = signing.verify_report(args.file, pub)
+    if result.summary is None:  # unreadable, or a signature or the binding failed
+        print(result.describe(), file=sys.stderr)
+        return EXIT_DIVERGE
+    log, verdict = result.summary.get("audit"), result.audit
+    if log is None or verdict is None:
+        raise UsageError(
+            f"{args.file}: the report carries no audit log (written by a keracheck that did "
+            "not record one)"
+        )
+    if pub is None:
+        _err(f"{args.file}: signatures not checked (give --key PUB to verify them)")
+    if args.format == "json":
+        body = {"verified": verdict.ok, "problems": verdict.problems, "log": log}
+        emit(json.dumps(body, indent=2), args.output, "json")
+    else:
+        emit(security.render(log, verdict), args.output)
+    return EXIT_OK if result.ok else EXIT_DIVERGE
+
+
 def cmd_repro(args: argparse.Namespace) -> int:
     conf, _ = config_mod.load()
+    with _managed(args, conf):
+        return _repro(args, conf)
+
+
+def _repro(args: argparse.Namespace, conf: dict[str, Any]) -> int:
     opts = build_options(args, conf)
     opts.cache_dir = None
     collected = collect(args.paths or ["corpora"], opts)
@@ -510,12 +656,13 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     conf, _ = config_mod.load()
     conf.pop("baseline", None)
     args.baseline = None
-    opts = build_options(args, conf)
-    doc, code = harness.run(args.paths, opts)
-    base = baseline_from(doc, args.reason)
-    out = args.output or ".keracheck/baseline.json"
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    files.write_atomic(out, json.dumps(base, indent=2) + "\n")
+    with _managed(args, conf):
+        opts = build_options(args, conf)
+        doc, code = harness.run(args.paths, opts)
+        base = baseline_from(doc, args.reason)
+        out = args.output or ".keracheck/baseline.json"
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        emit(json.dumps(base, indent=2) + "\n", out, "baseline")
     print(f"wrote {len(base['entries'])} baseline entries to {out}", file=sys.stderr)
     return EXIT_USAGE if doc["errors"] else (EXIT_CRASH if code == EXIT_CRASH else EXIT_OK)
 
@@ -525,7 +672,14 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         from keracheck import fuzz
     except ModuleNotFoundError:
         raise UsageError("the fuzzer is not installed in this build") from None
-    code: int = fuzz.main(args)
+    args.outputs = _output_specs(args.output_format or [], ("text", "json"), [])
+    mode = _sandbox_mode(args, config_mod.load()[0], warm=False)  # fuzz: a worker per target
+    if mode == "on" and getattr(args, "in_process", False):
+        _err("WARNING: --in-process: targets run in keracheck's own process, outside the sandbox")
+    try:
+        code: int = fuzz.main(args)
+    except outputs_mod.OutputError as e:
+        raise UsageError(str(e)) from None
     return code
 
 
@@ -578,6 +732,12 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-cache", action="store_true", help="do not reuse cached target results")
     p.add_argument(
+        "--no-localise",
+        action="store_true",
+        help="do not name each new divergence's first diverging node (that runs the function "
+        "truncated at its nodes on the diverging target and ref: one batch each)",
+    )
+    p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines on stderr (errors only)"
     )
     p.add_argument(
@@ -586,7 +746,27 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also print the traceback of every target error on stderr",
     )
+    p.add_argument("--sandbox", **SANDBOX_FLAG)
     _limit_flag(p)
+
+
+#: ``--sandbox`` of run, repro, baseline write and fuzz (docs/security.md)
+SANDBOX_FLAG: dict[str, Any] = {
+    "choices": ("on", "off"),
+    "help": "on (default): targets and plugins run in a sandbox (namespaces without network, "
+    "read-only system, no home directory or signing key, seccomp, rlimits); off: with your "
+    "full rights (loud, and recorded in the run)",
+}
+
+
+def _output_format_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--output-format",
+        action="append",
+        metavar="FMT=PATH",
+        help="also write the result as FMT to PATH, atomically (repeatable: several reports "
+        "from one run); checked before anything runs",
+    )
 
 
 def _limit_flag(p: argparse.ArgumentParser) -> None:
@@ -650,6 +830,12 @@ FUZZ_FLAGS: dict[str, dict[str, Any]] = {
         "help": "the result on stdout: a summary, or the JSON document with every signature "
         "and the time split (default text); progress goes to stderr",
     },
+    "--output-format": {
+        "action": "append",
+        "metavar": "FMT=PATH",
+        "help": "also write the result as FMT (text or json) to PATH, atomically (repeatable); "
+        "checked before the campaign starts",
+    },
     "--policy": {
         "help": "generation policies: comma list, 'all' (every one, large-tensors too) or "
         "'none'; default: all but large-tensors",
@@ -675,6 +861,11 @@ FUZZ_FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "SPEC",
         "help": "an optimisation pass (module:attr or file.py:attr) to fuzz with --opt-levels",
     },
+    "--sandbox": {
+        "choices": ("on", "off"),
+        "help": "on (default): targets and plugins run sandboxed (docs/security.md); off: with "
+        "your full rights, loudly (--in-process runs targets in keracheck's own process: off)",
+    },
 }
 
 
@@ -696,12 +887,13 @@ def parser() -> argparse.ArgumentParser:
         ("run", "run cases on every target and compare bit for bit", cmd_run),
         ("targets", "list targets and whether they are available", cmd_targets),
         ("doctor", "every target's state, tool versions, fix, and a smoke run", cmd_doctor),
-        ("show", "render a saved JSON run in any format, running nothing", cmd_show),
+        ("show", "render a saved run or signed report in any format, running nothing", cmd_show),
         ("keygen", "create an Ed25519 key pair for signed reports", cmd_keygen),
         ("verify", "verify a signed report (.intoto.jsonl)", cmd_verify),
         ("repro", "re-run one case and show its divergence", cmd_repro),
         ("baseline", "write a baseline of the current divergences", cmd_baseline),
         ("fuzz", "generate graphs and hunt for divergences", cmd_fuzz),
+        ("audit", "the audit log of a signed report: capabilities, events, chain", cmd_audit),
     ]
     sp: dict[str, argparse.ArgumentParser] = {}
     for name, help_text, fn in commands:
@@ -712,16 +904,31 @@ def parser() -> argparse.ArgumentParser:
     _run_flags(r)
     r.add_argument("--format", choices=FORMATS)
     r.add_argument("--output", help="write the formatted result here instead of stdout")
+    _output_format_flag(r)
     r.add_argument("--dump-outputs", metavar="DIR", help="save inputs and outputs as .npy files")
     r.add_argument("--report", metavar="FILE", help="write a signed in-toto report (.intoto.jsonl)")
     r.add_argument(
         "--key",
         help="private key for --report: a file or env://VAR (unlocked by $KERACHECK_KEY_PASSWORD)",
     )
+    r.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="discard the journal of an interrupted run with these arguments and start over "
+        "(default: take every result it holds)",
+    )
     sh = sp["show"]
-    sh.add_argument("file", help="a run saved with 'keracheck run ... --format json --output FILE'")
+    sh.add_argument(
+        "file",
+        help="a run saved with 'keracheck run ... --format json --output FILE', or a signed "
+        "report (.intoto.jsonl)",
+    )
     sh.add_argument("--format", choices=FORMATS, default="text")
     sh.add_argument("--output", help="write here instead of stdout")
+    _output_format_flag(sh)
+    sh.add_argument(
+        "--key", help="public key: verify a signed report's signatures before rendering it"
+    )
     for name in ("targets", "doctor"):
         sp[name].add_argument("--format", choices=("text", "json"), default="text")
         sp[name].add_argument("--backend-plugin", action="append", metavar="SPEC")
@@ -736,6 +943,14 @@ def parser() -> argparse.ArgumentParser:
         "--rerun", action="store_true", help="re-execute cases and compare output digests"
     )
     v.add_argument("--backend-plugin", action="append", metavar="SPEC", help="targets for --rerun")
+    v.add_argument(
+        "--format",
+        choices=("text", "html"),
+        default="text",
+        help="html: a page whose banner says what was verified (key id, envelopes, failures), "
+        "then the run the report records; the text verdict then goes to stderr",
+    )
+    v.add_argument("--output", help="write the page here instead of stdout")
     rp = sp["repro"]
     rp.add_argument("case", help="fingerprint (or prefix) or a .kera/.keg file")
     rp.add_argument("paths", nargs="*", help="where to look for the fingerprint (default corpora/)")
@@ -749,6 +964,12 @@ def parser() -> argparse.ArgumentParser:
     bw.add_argument("--reason", required=True, help="why these divergences are accepted")
     _run_flags(bw)
     _fuzz_flags(sp["fuzz"])
+    au = sp["audit"].add_subparsers(dest="action", required=True)
+    ash = au.add_parser("show", help="render a signed report's audit log and check its chain")
+    ash.add_argument("file", help="a signed report (.intoto.jsonl)")
+    ash.add_argument("--key", help="public key: verify the report's signatures first")
+    ash.add_argument("--format", choices=("text", "json"), default="text")
+    ash.add_argument("--output", help="write here instead of stdout")
     return p
 
 
@@ -781,7 +1002,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(str(e)) from None
         code: int = args.func(args)
         return code
-    except (UsageError, config_mod.ConfigError) as e:
+    except (
+        UsageError,
+        config_mod.ConfigError,
+        security.CapabilityDenied,
+        security.PolicyError,
+    ) as e:
         _err(str(e))
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -800,6 +1026,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from keracheck.targets import close_hosts
 
         close_hosts()
+        from keracheck import sandbox
+
+        sandbox.configure("on")  # the default again for the next command in this process
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ of a single-export graph, which every target consumes.  Its inputs come from a c
 ``<file>.inputs.npz`` when there is one, else are generated from the run's seed and profile
 (:mod:`keracheck.inputs`).  A file that cannot be read or compiled, or whose inputs cannot be
 loaded, becomes an error entry of the run; the other files are still collected.
+
+A ``.kera`` case also records where its ``export fn`` starts (``Case.source``, from parsing the
+file again: :func:`export_positions`) and keeps the source bytes (``Case.text``), from which
+:mod:`keracheck.localise` finds the positions of nodes when a divergence is localised.  A
+``.keg`` case has neither: a graph carries no source positions.
 """
 
 from __future__ import annotations
@@ -19,18 +24,30 @@ from typing import Any
 import numpy as np
 
 from kera import keg
-from kera.files import LoadError, load_graph
+from kera.files import LoadError, load_graph, read_bytes
 from kera.ir import Function, Graph
 from keracheck import inputs as inputs_mod
+from keracheck import security
 from keracheck.options import Options
 from keracheck.select import node_ids
 
 Array = np.ndarray[Any, Any]
 
 
+@dataclass(frozen=True)
+class Place:
+    """A source position: 1-based line and character column (as diagnostics print them),
+    and the pattern of the ``let`` around it, when there is one."""
+
+    line: int
+    column: int
+    let: str | None = None
+
+
 @dataclass
 class Case:
-    """One exported function, its single-export ``.keg`` bytes and its input vectors."""
+    """One exported function, its single-export ``.keg`` bytes and its input vectors; for a
+    ``.kera`` case, where its ``export fn`` starts and the source bytes."""
 
     path: str
     function: str
@@ -38,6 +55,8 @@ class Case:
     keg_bytes: bytes
     inputs: dict[str, Array]
     input_source: str
+    source: Place | None = None
+    text: bytes | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -86,6 +105,40 @@ def compile_file(path: str) -> Graph:
         raise ValueError(e.diagnostics.rstrip() or str(e)) from None
 
 
+def export_positions(text: bytes) -> dict[str, Place]:
+    """Where each exported function starts (its first token, ``export``), by name; the first
+    definition of a name, as the checker keeps it.  Parsing only: nothing is built."""
+    from kera import frontend
+    from kera.syntax.diagnostics import LineIndex
+
+    syntax = frontend.parse_source(text)
+    index = LineIndex(syntax.tokens.data)
+    seen: set[str] = set()
+    out: dict[str, Place] = {}
+    for fn in syntax.root.fns():
+        tok = fn.name()
+        if tok is None or tok.text in seen:
+            continue
+        seen.add(tok.text)
+        if fn.is_export():
+            out[tok.text] = Place(*index.position(fn.span[0]))
+    return out
+
+
+def source_of(path: str) -> tuple[bytes | None, dict[str, Place]]:
+    """The source bytes of a ``.kera`` file and its exports' positions; (None, {}) for a
+    ``.keg`` (or a file that can no longer be read: positions are an extra, never an error)."""
+    if path.endswith(".keg"):
+        return None, {}
+    try:
+        text = read_bytes(path)
+    except LoadError:
+        return None, {}
+    if text[:4] == keg.MAGIC:
+        return None, {}
+    return text, export_positions(text)
+
+
 def companion_npz(path: str) -> str:
     p = Path(path)
     return str(p.with_name(p.name.removesuffix(p.suffix) + ".inputs.npz"))
@@ -116,6 +169,7 @@ def collect(paths: Sequence[str], opts: Options) -> Collected:
     seen: set[str] = set()
     plain, wanted = node_ids(list(paths))
     for path, err in iter_files(plain):
+        err = err or _denied(path)
         if err:
             errors.append({"path": path, "message": err})
             continue
@@ -125,6 +179,7 @@ def collect(paths: Sequence[str], opts: Options) -> Collected:
             errors.append({"path": path, "message": str(e)})
             continue
         only = wanted.get(path)
+        text, where = source_of(path)
         for name in sorted((only or set()) - set(graph.functions)):
             have = ", ".join(graph.functions) or "none"
             errors.append(
@@ -135,8 +190,19 @@ def collect(paths: Sequence[str], opts: Options) -> Collected:
                 case = _case_or_error(path, fn, opts, errors)
                 if case is not None and case.key not in seen:
                     seen.add(case.key)
+                    case.source, case.text = where.get(fn.name), text
                     cases.append(case)
     return Collected(cases, errors)
+
+
+def _denied(path: str) -> str | None:
+    """Why ``path`` may not be read (the SecurityManager's denial: a symlink out of the
+    granted corpus, a path a restricting policy leaves out), else None."""
+    try:
+        security.check_read(path)
+    except security.CapabilityDenied as e:
+        return f"{path}: {e}"
+    return None
 
 
 def _selected(opts: Options, node_id: str) -> bool:
@@ -146,8 +212,13 @@ def _selected(opts: Options, node_id: str) -> bool:
 def _case_or_error(
     path: str, fn: Function, opts: Options, errors: list[dict[str, str]]
 ) -> Case | None:
+    npz = companion_npz(path)
+    denied = _denied(npz) if os.path.exists(npz) else None
+    if denied:
+        errors.append({"path": npz, "message": denied})
+        return None
     try:
-        return make_case(path, fn, opts, companion_npz(path))
+        return make_case(path, fn, opts, npz)
     except inputs_mod.InputFileError as e:
         errors.append({"path": path, "message": str(e)})
     except MemoryError:

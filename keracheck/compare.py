@@ -9,6 +9,11 @@ Two outputs agree iff their raw bytes are identical.  Each differing element get
 * ``ulp(k)`` — two other floats, k units in the last place apart (bits mapped to an ordered
   integer line, so the distance across zero counts both sides);
 * ``int`` — integers or bools that differ.
+
+Each example element also carries its value in decimal per target (:func:`decimal`): the
+shortest text that reads back to the same float of its dtype (``0.1``, ``-0.0``, ``nan``,
+``-inf``; a NaN's sign and payload are in the hex), an integer as written, a bool as
+``true``/``false``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,22 @@ def fields(bits: int, nbytes: int) -> str:
     ew, _ = LAYOUT[nbytes]
     b = format(bits, f"0{8 * nbytes}b")
     return f"{b[0]}|{b[1 : 1 + ew]}|{b[1 + ew :]}"
+
+
+def decimal(value: np.generic) -> str:
+    """An element's value as text: shortest round-trip repr for floats (numpy's, per dtype),
+    the integer for ints, ``true``/``false`` for bools."""
+    if isinstance(value, np.bool_ | bool):
+        return "true" if value else "false"
+    if isinstance(value, np.floating):
+        return str(value)
+    return str(int(value))
+
+
+def hex_bits(value: np.generic) -> str:
+    """An element's raw bits as the examples write them (``0x3f800000``; a bool ``0x01``)."""
+    nbytes = value.dtype.itemsize
+    return f"0x{int(np.asarray(value).view(f'<u{nbytes}')):0{2 * nbytes}x}"
 
 
 def classify_float(x: int, y: int, nbytes: int) -> str:
@@ -93,6 +114,10 @@ def diff_outputs(
             "index": [int(v) for v in np.unravel_index(int(flat), a.shape)],
             "class": classes[j],
             "bits": {names[0]: f"0x{x:0{2 * nbytes}x}", names[1]: f"0x{y:0{2 * nbytes}x}"},
+            "values": {
+                names[0]: decimal(a.flat[int(flat)]),
+                names[1]: decimal(b.flat[int(flat)]),
+            },
         }
         if is_float:
             ex["fields"] = {names[0]: fields(x, nbytes), names[1]: fields(y, nbytes)}

@@ -3,7 +3,8 @@
 Schema: ``keracheck/schemas/run-v1.json`` (:data:`SCHEMA_VERSION`).  Per case it holds the
 ``.keg`` digests, the inputs' digests, each target's status, outputs' digests and artifacts,
 the divergences (bitwise, classified by :mod:`keracheck.compare`; run-to-run ones of one target
-are ``nondeterministic``), the verdict and the command that reproduces the case.  Outputs are
+are ``nondeterministic``; :mod:`keracheck.mismatch_map` adds where in the output the bits
+differ), the verdict and the command that reproduces the case.  Outputs are
 compared against ``ref`` (or, without it, the first target that ran).
 
 Exit codes (:func:`exit_code`): 0 all agree (or every divergence is baselined); 1 a new
@@ -25,7 +26,8 @@ import numpy as np
 from kera.dtypes import from_numpy
 from keracheck import inputs as inputs_mod
 from keracheck.collect import Case
-from keracheck.compare import divergences
+from keracheck.compare import decimal, hex_bits
+from keracheck.mismatch_map import divergences  # compare's, plus where the bits differ
 from keracheck.opt_levels import split_id
 from keracheck.options import Options
 from keracheck.targets import Target
@@ -69,6 +71,9 @@ def case_document(
             )
     found += _across_targets(case, ok, culprits or {})
     found += [dict(d) for d in extra]
+    for d in found:
+        for example in d.get("examples") or []:
+            example["inputs"] = input_elements(case, d["output"], example["index"])
     statuses = [d["status"] for d in tdocs.values()]
     if found:
         verdict = "diverge"
@@ -83,6 +88,7 @@ def case_document(
         "fingerprint": case.fingerprint,
         "path": case.path,
         "function": case.function,
+        "source": source_record(case),
         "verdict": verdict,
         "keg": {
             "sha3_256": hashlib.sha3_256(case.keg_bytes).hexdigest(),
@@ -129,6 +135,52 @@ def _across_targets(
 
 
 RAN = ("ok", "error")  # target statuses that mean the target ran the case
+
+
+def source_record(case: Case) -> dict[str, Any] | None:
+    """Where the case's ``export fn`` starts: ``{path, line, column}``; None for a ``.keg``
+    case (a graph carries no source positions)."""
+    if case.source is None:
+        return None
+    return {"path": case.path, "line": case.source.line, "column": case.source.column}
+
+
+def input_elements(case: Case, output: int, index: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """Each input's element behind one output element, by parameter: ``index`` (the input's
+    own, so a broadcast input says which element it was), ``hex`` and ``value``.  The row is
+    the output's; within a row, an input of the output's shape gives the element at the same
+    index, one that broadcasts onto it (numpy's trailing-axis rule: a scalar, a size-1 axis)
+    the element it broadcasts, and any other (a reduction's or a matmul's operand) none."""
+    if output >= len(case.fn.results) or not index:
+        return {}
+    shape = case.fn.results[output].shape
+    row, rest = int(index[0]), [int(i) for i in index[1:]]
+    if len(rest) != len(shape):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in case.fn.param_names():
+        array = case.inputs.get(name)
+        at = _broadcast_index(array.shape[1:], shape, rest) if array is not None else None
+        if array is None or at is None or row >= array.shape[0]:
+            continue
+        value = array[(row, *at)]
+        out[name] = {"index": [row, *at], "hex": hex_bits(value), "value": decimal(value)}
+    return out
+
+
+def _broadcast_index(
+    have: Sequence[int], want: Sequence[int], index: Sequence[int]
+) -> list[int] | None:
+    """The element of an array of shape ``have`` that broadcasts to ``index`` of ``want``."""
+    if len(have) > len(want):
+        return None
+    skip = len(want) - len(have)
+    at = []
+    for h, w, i in zip(have, want[skip:], index[skip:], strict=True):
+        if h != w and h != 1:
+            return None
+        at.append(i if h == w else 0)
+    return at
 
 
 def repro_command(case: Case, involved: Sequence[str], opts: Options) -> str:

@@ -3,40 +3,44 @@
 The run's orchestration: collect the cases (:mod:`keracheck.collect`), resolve and probe the
 targets, run each target's cases in contained workers (``keracheck.worker``; results cached by
 ``keracheck.result_cache``), then build the run document (:mod:`keracheck.document`, where the
-exit codes are defined) with the baseline applied (:mod:`keracheck.baseline`).  Every target
-consumes the case's canonical ``.keg`` bytes and reports the fingerprint it loaded.
+exit codes are defined) with the baseline applied (:mod:`keracheck.baseline`) and each new
+divergence's first diverging node named (:mod:`keracheck.localise`; ``opts.localise``).  Every
+target consumes the case's canonical ``.keg`` bytes and reports the fingerprint it loaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kera import files, keg, passes
-from kera.ir import Function, Graph
+from kera import files, passes
 from kera.passes import Pass
+from keracheck import localise, sandbox, security
 from keracheck import opt_levels as levels
 from keracheck.baseline import apply_baseline
-from keracheck.collect import Case, Collected, collect, compile_file, make_case
+from keracheck.collect import Case, Collected, collect
 from keracheck.document import (
-    EXIT_OK,
     EXIT_REQUIRED,
     case_document,
     document,
     exit_code,
     utc_now,
 )
+from keracheck.journal import Journal, open_journal, run_key
 from keracheck.options import Options
 from keracheck.progress import Phases
 from keracheck.result_cache import ResultCache as ResultCache
+from keracheck.result_cache import _shaped_like, result_key
 from keracheck.result_cache import default_cache_dir as default_cache_dir
 from keracheck.result_cache import plugin_digest as plugin_digest
 from keracheck.result_cache import source_digest as source_digest
@@ -56,6 +60,9 @@ def select_targets(opts: Options) -> tuple[list[Target], list[str]]:
     ids = opts.targets or default_ids(known_specs())
     ids = list(dict.fromkeys([*ids, *opts.plugins, *opts.require]))
     unknown = [t for t in ids if t not in specs]
+    for t in ids:  # resolving probes toolchains and loads plugins: both need their grant
+        if t in specs:
+            security.check_target(t, specs[t])
     return resolve_all([(t, specs[t]) for t in ids if t in specs]), unknown
 
 
@@ -82,60 +89,124 @@ def _versions(t: Target) -> dict[str, str]:
 
 
 def run_target(
-    target: Target, cases: list[Case], opts: Options, versions: Mapping[str, str]
+    target: Target,
+    cases: list[Case],
+    opts: Options,
+    versions: Mapping[str, str],
+    journal: Journal | None = None,
 ) -> dict[str, JobResult | str]:
-    """Results per case key; a plain string means 'unsupported: <ops or the target's reason>'."""
+    """Results per case key; a plain string means 'unsupported: <ops or the target's reason>'.
+    A result is taken from the run's journal, else the result cache, else computed; what is
+    computed is journaled as soon as the batch returns."""
     assert target.backend is not None
-    supported = target.backend.supported_ops()
-    out: dict[str, JobResult | str] = {}
-    todo: list[Case] = []
+    security.check_target(target.id, target.spec)
     cache = ResultCache(opts.cache_dir) if opts.cache_dir and opts.repeat == 1 else None
     keys: dict[str, str] = {}
-    cached = 0
+    if cache is not None or journal is not None:
+        keys = {
+            c.key: result_key(c.fingerprint, c.inputs, target.id, versions, target.spec)
+            for c in cases
+        }
+    out: dict[str, JobResult | str] = {}
+    todo: list[Case] = []
+    came = {"journal": 0, "cache": 0}
     for case in cases:
-        missing = sorted({op.value for op in case.fn.ops_used()} - set(supported))
-        if missing:
-            out[case.key] = "unsupported: " + ", ".join(missing)
+        source, known = _known(target, case, keys.get(case.key, ""), journal, cache)
+        if known is None:
+            todo.append(case)
             continue
-        if cache is not None:
-            keys[case.key] = cache.key(
-                case.fingerprint, case.inputs, target.id, versions, target.spec
-            )
-            rows = next(iter(case.inputs.values())).shape[0] if case.inputs else 1
-            hit = cache.get(keys[case.key], case.fn, rows)
-            if hit is not None:  # a declined case never ran, so it is never cached
-                out[case.key] = hit
-                cached += 1
-                continue
-        reason = declines(target.backend, case.fn)
-        if reason is not None:
-            out[case.key] = "unsupported: " + reason
-            continue
-        todo.append(case)
+        out[case.key] = known
+        if source in came:
+            came[source] += 1
     if opts.progress:
+        if came["journal"]:
+            opts.progress(
+                f"{target.id}: {came['journal']} results from the journal of an interrupted run"
+            )
         opts.progress(
             f"{target.id}: started, {len(todo)} cases to build and run"
-            + (f", {cached} from the result cache" if cache is not None else "")
+            + (f", {came['cache']} from the result cache" if cache is not None else "")
         )
     if todo:
         jobs = [Job(c.key, c.keg_bytes, c.function, c.inputs) for c in todo]
-        for key, res in run_isolated(target.spec, jobs, opts.repeat, opts.timeout).items():
+        done = run_isolated(target.spec, jobs, opts.repeat, opts.timeout)
+        if journal is not None:
+            journal.append([(keys[key], res) for key, res in done.items()])
+        for key, res in done.items():
             out[key] = res
             if cache is not None:
                 cache.put(keys[key], res)
     return out
 
 
+def _known(
+    target: Target, case: Case, key: str, journal: Journal | None, cache: ResultCache | None
+) -> tuple[str, JobResult | str | None]:
+    """(where from, result) of a case ``target`` need not run -- unsupported ops, the journal,
+    the result cache, a declined case -- or ("", None) when it must run it."""
+    assert target.backend is not None
+    missing = sorted({op.value for op in case.fn.ops_used()} - set(target.backend.supported_ops()))
+    if missing:
+        return "unsupported", "unsupported: " + ", ".join(missing)
+    rows = next(iter(case.inputs.values())).shape[0] if case.inputs else 1
+    hit = journal.take(key, partial(_fits, fn=case.fn, rows=rows)) if journal else None
+    if hit is not None:
+        return "journal", hit
+    hit = cache.get(key, case.fn, rows) if cache else None
+    if hit is not None:  # a declined case never ran, so it is never cached
+        return "cache", hit
+    reason = declines(target.backend, case.fn)
+    return ("declined", "unsupported: " + reason) if reason is not None else ("", None)
+
+
+def _fits(res: JobResult, fn: Any, rows: int) -> bool:
+    """A journaled result is used only if each repeat's outputs are shaped as ``fn``'s results
+    for the case's rows (an ``error`` carries none)."""
+    return res.status != "ok" or all(_shaped_like(fn, outs, rows) for outs in res.outputs)
+
+
 def run(paths: Sequence[str], opts: Options) -> tuple[dict[str, Any], int]:
     started = utc_now()
-    collected = collect(paths, opts)
-    return run_cases(collected, opts, started)
+    with _managed(opts, paths):
+        collected = collect(paths, opts)
+        return run_cases(collected, opts, started)
+
+
+@contextlib.contextmanager
+def _managed(opts: Options, paths: Sequence[str] = ()) -> Iterator[None]:
+    """Run under the installed SecurityManager, or, when none is (a library run), under one
+    granting what ``opts`` and ``paths`` ask for (``keracheck.security.startup``)."""
+    if security.current() is not None:
+        yield
+        return
+    from keracheck.security.startup import for_options
+
+    with security.installed(for_options(opts, paths)):
+        yield
 
 
 def run_cases(
     collected: Collected, opts: Options, started: str | None = None
 ) -> tuple[dict[str, Any], int]:
     started = started or utc_now()
+    with _managed(opts):
+        journal = _open_journal(collected, opts)
+        try:
+            doc, code = _run_cases(collected, opts, started, journal)
+        except BaseException:
+            if journal is not None:
+                journal.close(finished=False)
+            raise
+        if journal is not None:
+            journal.close(finished=True)
+            _resumed(journal, opts)
+        return doc, code
+
+
+def _run_cases(
+    collected: Collected, opts: Options, started: str, journal: Journal | None
+) -> tuple[dict[str, Any], int]:
+    since = sandbox.mark()  # the violations of this run, for doc["sandbox"]
     targets, unknown = select_targets(opts)
     errors = list(collected.errors)
     for tid in unknown:
@@ -152,6 +223,8 @@ def run_cases(
     runnable = [t for t in targets if t.available]
     versions = {t.id: _versions(t) for t in runnable}
     results: dict[str, dict[str, JobResult | str]] = {}
+    for spec in opts.pass_plugins:  # a pass runs in keracheck's own process
+        security.check_plugin(spec)
     extra = levels.load_pass_plugins(opts.pass_plugins)
     plan = _level_plan(collected.cases, runnable, opts, extra)
     targets = [*targets, *(t for t, _ in plan if t.id not in by_id)]
@@ -163,7 +236,7 @@ def run_cases(
         phases.start(t.id)
         mine = replace(opts, progress=phases.say if opts.progress else None)
         base = versions[levels.split_id(t.id)[0]]
-        results[t.id] = _run_level(t, collected.cases, opt, mine, base)
+        results[t.id] = _run_level(t, collected.cases, opt, mine, base, journal)
         phases.done(t.id, results[t.id])
 
     if collected.cases:
@@ -182,10 +255,62 @@ def run_cases(
     if opts.dump_outputs:
         dump_outputs(opts.dump_outputs, collected.cases, results)
     stale = apply_baseline(case_docs, opts.baseline)
+    if opts.localise:  # after the baseline: an accepted divergence costs no target runs
+        runnable_ids = {t.id: t for t in runnable}
+        localise.localise(
+            collected.cases, case_docs, runnable_ids, opts.timeout, opts.jobs, opts.progress
+        )
     doc = document(case_docs, targets, opts, started, errors, stale, versions)
+    doc["sandbox"] = sandbox.summary(since, {t.spec: t.id for t in targets})
     code = exit_code(doc)
     doc["summary"]["exitCode"] = code
     return doc, code
+
+
+# ------------------------------------------------------------------------------ the journal
+
+
+def _open_journal(collected: Collected, opts: Options) -> Journal | None:
+    """The journal of this run's arguments (``opts.journal_dir``; None: no journal)."""
+    if opts.journal_dir is None:
+        return None
+    key = run_key(
+        {
+            "cwd": os.getcwd(),
+            "cases": sorted({(c.path, c.function) for c in collected.cases}),
+            "targets": opts.targets,
+            "require": opts.require,
+            "plugins": opts.plugins,
+            "inputs": [opts.n, opts.seed, opts.input_profile],
+            "repeat": opts.repeat,
+            "timeout": opts.timeout,
+            "levels": [list(opts.opt_levels), opts.pass_plugins],
+        }
+    )
+    got = open_journal(opts.journal_dir, key, fresh=not opts.resume)
+    if isinstance(got, str):
+        if opts.progress:
+            opts.progress(f"no journal for this run: {got}")
+        return None
+    if got.found and opts.progress:
+        damaged = f" ({got.damaged} damaged records skipped)" if got.damaged else ""
+        opts.progress(
+            f"resuming an interrupted run: its journal holds {got.found} results{damaged}"
+        )
+    return got
+
+
+def _resumed(journal: Journal, opts: Options) -> None:
+    """Say (and audit) how much of a resumed run came from its journal."""
+    if not journal.found and not journal.damaged:
+        return
+    counts = {"taken": journal.taken, "computed": journal.computed, "damaged": journal.damaged}
+    security.note("journal", counts | {"path": str(journal.path)})
+    if opts.progress:
+        opts.progress(
+            f"resumed from the journal: {journal.taken} results taken from it, "
+            f"{journal.computed} computed"
+        )
 
 
 # ------------------------------------------------------------------------------ opt levels
@@ -209,12 +334,13 @@ def _run_level(
     opt: levels.Optimised | None,
     opts: Options,
     versions: Mapping[str, str],
+    journal: Journal | None = None,
 ) -> dict[str, JobResult | str]:
     """Results per source case key; a variant runs the optimised cases."""
     if opt is None:
-        return run_target(t, cases, opts, versions)
+        return run_target(t, cases, opts, versions, journal)
     mine = [opt.cases[c.key] for c in cases if c.key in opt.cases]
-    got = run_target(t, mine, opts, versions)
+    got = run_target(t, mine, opts, versions, journal)
     out: dict[str, JobResult | str] = {k: JobResult("error", m) for k, m in opt.errors.items()}
     for c in cases:
         if c.key in opt.cases:
@@ -262,16 +388,7 @@ def _ok(res: JobResult | str | None) -> bool:
 
 def _runner(t: Target, case: Case, opts: Options) -> Any:
     """Run several graphs of one case on ``t`` in one batch (the culprit search)."""
-
-    def run_all(fns: list[Function]) -> list[Sequence[Array] | None]:
-        jobs = [
-            Job(f"{i}", keg.dumps(Graph([f])), case.function, case.inputs)
-            for i, f in enumerate(fns)
-        ]
-        got = run_isolated(t.spec, jobs, 1, opts.timeout)
-        return [got[j.key].outputs[0] if _ok(got.get(j.key)) else None for j in jobs]
-
-    return run_all
+    return localise.batch_runner(t, case, opts.timeout)
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -281,6 +398,7 @@ def dump_outputs(
     root: str, cases: Sequence[Case], results: Mapping[str, Mapping[str, JobResult | str]]
 ) -> None:
     """DIR/<fingerprint>/<target>/<k>.npy and DIR/<fingerprint>/inputs/<param>.npy."""
+    security.check_write(root)
     for case in cases:
         base = Path(root) / case.fingerprint
         (base / "inputs").mkdir(parents=True, exist_ok=True)
@@ -299,62 +417,6 @@ def _save_npy(path: Path, a: Array) -> None:
     buf = io.BytesIO()
     np.save(buf, a)
     files.write_atomic(path, buf.getvalue())
-
-
-# ------------------------------------------------------------------------------ library use
-
-
-def check_deterministic(
-    source_or_graph: Any,
-    targets: list[str] | None,
-    inputs: Mapping[str, Any] | None,
-    n: int,
-    seed: int,
-) -> tuple[list[dict[str, Any]], str | None]:
-    """For the pytest plugin: (case documents, failure message or None)."""
-    opts = Options(targets=targets, n=n, seed=seed, jobs=2)
-    fns: list[tuple[str, Function]]
-    if isinstance(source_or_graph, Function):
-        fns = [("<graph>", source_or_graph)]
-    elif isinstance(source_or_graph, Graph):
-        fns = [("<graph>", f) for f in source_or_graph.functions.values()]
-    elif isinstance(source_or_graph, os.PathLike) or (
-        isinstance(source_or_graph, str)
-        and "\n" not in source_or_graph
-        and source_or_graph.endswith((".kera", ".keg"))
-    ):
-        if not os.path.isfile(source_or_graph):
-            return [], f"{os.fspath(source_or_graph)}: no such file (a path was given, not source)"
-        try:
-            graph = compile_file(os.fspath(source_or_graph))
-        except ValueError as e:
-            return [], str(e)
-        fns = [(os.fspath(source_or_graph), f) for f in graph.functions.values()]
-    else:
-        from kera import frontend
-
-        res = frontend.compile_source(str(source_or_graph), "<source>")
-        if res.graph is None or not res.ok:
-            return [], frontend.render_diagnostics(
-                res.diagnostics, str(source_or_graph), "<source>"
-            )
-        fns = [("<source>", f) for f in res.graph.functions.values()]
-    cases = []
-    for path, fn in fns:
-        case = make_case(path, fn, opts)
-        if inputs is not None:
-            case.inputs = {
-                k[len(fn.name) + 1 :] if k.startswith(fn.name + ".") else k: np.asarray(v)
-                for k, v in inputs.items()
-            }
-            case.input_source = "given"
-        cases.append(case)
-    doc, code = run_cases(Collected(cases, []), opts)
-    if code in (EXIT_OK,):
-        return doc["cases"], None
-    from keracheck.formats import render
-
-    return doc["cases"], render("text", doc)
 
 
 def print_err(msg: str) -> None:

@@ -36,3 +36,7 @@ class Options:
     heartbeat: float = 10.0  # seconds between "still running" lines while targets run
     opt_levels: tuple[int, ...] = (0,)  # every target at each level (keracheck.opt_levels)
     pass_plugins: list[str] = field(default_factory=list)  # --pass-plugin specs
+    localise: bool = True  # name each divergence's first diverging node (--no-localise: off)
+    journal_dir: str | None = None  # where the run journal lives (keracheck.journal); None: none
+    resume: bool = True  # take the results of an interrupted run's journal (--no-resume: discard)
+    sandbox: str = "on"  # workers in bubblewrap + seccomp + rlimits (keracheck.sandbox); "off"

@@ -12,6 +12,10 @@ keracheck holds for a plugin: it answers from what the host reported and forward
 ``declines``; ``run`` happens only in workers (``keracheck.worker``), as before.
 
 Built-in targets (``keracheck.targets.BUILTIN``) are keracheck's own code and stay in-process.
+
+With the sandbox on (the default) the host is forked by the server of the plugin's bubblewrap
+sandbox (``keracheck.sandbox``: no network, no home directory, no signing key, a scratch
+directory and a cache of its own, seccomp, rlimits) instead of by the forkserver.
 """
 
 from __future__ import annotations
@@ -37,12 +41,18 @@ def _describe(e: BaseException) -> str:
 
 
 def _serve(conn: Connection, spec: str, owner: int) -> None:
-    """The host process: instantiate the plugin, then answer calls until the pipe closes."""
-    from kera import keg
-    from keracheck.targets import instantiate
+    """The host process (a forkserver child, the sandbox off): contained, then :func:`serve`."""
     from keracheck.worker import contain_child
 
     contain_child(owner)
+    serve(conn, spec)
+
+
+def serve(conn: Any, spec: str) -> None:
+    """Instantiate the plugin, then answer calls until the pipe closes."""
+    from kera import keg
+    from keracheck.targets import instantiate
+
     try:
         backend = instantiate(spec)
         info = {"name": str(backend.name), "api_version": backend.api_version}
@@ -82,10 +92,15 @@ class PluginHost:
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self.proc: Any = None
-        self.conn: Connection | None = None
+        self.conn: Any = None  # a Connection, or a sandbox's Duplex
         self.info: dict[str, Any] = {}
 
     def _start(self) -> None:
+        from keracheck import sandbox
+
+        if sandbox.enabled():
+            self._start_sandboxed()
+            return
         from keracheck.worker import _context, track
 
         ctx = _context()
@@ -95,6 +110,19 @@ class PluginHost:
         track(self.proc.pid, True)
         child.close()
         self.conn = parent
+        self.info = self._receive("loading the plugin", CALL_TIMEOUT)
+
+    def _start_sandboxed(self) -> None:
+        from keracheck import sandbox
+        from keracheck.sandbox import launch, policy
+
+        try:
+            init = {"spec": launch.absolute_spec(self.spec)}
+            limits = policy.limits_for("plugin", self.spec)
+            self.proc = launch.spawn("plugin", "host", self.spec, init, limits)
+        except sandbox.Unavailable as e:
+            raise PluginCallError(str(e)) from None
+        self.conn = self.proc.conn
         self.info = self._receive("loading the plugin", CALL_TIMEOUT)
 
     def _receive(self, what: str, timeout: float) -> Any:
@@ -141,9 +169,12 @@ class PluginHost:
             self.conn.close()
             self.conn = None
         if self.proc is not None:
-            kill_group(self.proc.pid)
-            self.proc.join(5)
-            track(self.proc.pid, False)
+            if hasattr(self.proc, "server"):  # a sandbox's child: its server kills it
+                self.proc.close()
+            else:
+                kill_group(self.proc.pid)
+                self.proc.join(5)
+                track(self.proc.pid, False)
             self.proc = None
 
 

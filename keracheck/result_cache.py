@@ -34,6 +34,30 @@ def source_digest() -> str:
     return version.source_digest()
 
 
+def result_key(
+    fingerprint: str,
+    inputs: Mapping[str, Array],
+    target: str,
+    versions: Mapping[str, str],
+    spec: str,
+) -> str:
+    """The key of one (case, target) result: what it depends on, hashed.  The result cache
+    and the run journal (``keracheck.journal``) both key on it."""
+    h = hashlib.sha256()
+    for part in (
+        fingerprint,
+        target,
+        spec,
+        plugin_digest(spec),
+        json.dumps(dict(versions), sort_keys=True),
+        source_digest(),
+    ):
+        h.update(part.encode() + b"\0")
+    for name in sorted(inputs):
+        h.update(name.encode() + b"\0" + inputs_mod.digest(inputs[name]).encode())
+    return h.hexdigest()
+
+
 class ResultCache:
     """Outputs cached by (fingerprint, target, target version, plugin source, inputs, source
     digest).
@@ -66,19 +90,7 @@ class ResultCache:
         versions: Mapping[str, str],
         spec: str,
     ) -> str:
-        h = hashlib.sha256()
-        for part in (
-            fingerprint,
-            target,
-            spec,
-            plugin_digest(spec),
-            json.dumps(dict(versions), sort_keys=True),
-            source_digest(),
-        ):
-            h.update(part.encode() + b"\0")
-        for name in sorted(inputs):
-            h.update(name.encode() + b"\0" + inputs_mod.digest(inputs[name]).encode())
-        return h.hexdigest()
+        return result_key(fingerprint, inputs, target, versions, spec)
 
     def _path(self, key: str) -> Path:
         return self.root / f"{key[:2]}/{key}.npz"

@@ -6,6 +6,11 @@ from its ``.keg`` bytes (recording the fingerprint it actually loaded), runs the
 and sends back per-case results.  A crash, a hang past the limit or a broken pipe only costs
 that batch: the parent then re-runs each case alone, so one bad case is an ``error`` for that
 case and target and every other case still gets its result.
+
+With the sandbox on (``keracheck.sandbox``, the default) that process is a child of a batch
+server inside a bubblewrap sandbox, under seccomp and rlimits, instead of a forkserver child;
+the protocol, the time limit and the messages are the same, and what the sandbox stopped is
+named in the message and in ``JobResult.violation``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
+
+from keracheck import sandbox
+from keracheck.sandbox import explain
 
 Array = np.ndarray[Any, Any]
 
@@ -48,6 +56,7 @@ class JobResult:
     seconds: float = 0.0
     artifacts: dict[str, str] = field(default_factory=dict)
     traceback: str | None = None  # where a target's exception came from (its last frames)
+    violation: str | None = None  # what the sandbox stopped (keracheck.sandbox.explain), if any
 
 
 def _artifacts(backend: Any, fn: Any) -> dict[str, str]:
@@ -154,6 +163,8 @@ def _record(res: JobResult, fn: Any, n: int, out: Any, seconds: float) -> None:
         return
     if isinstance(out, BaseException):
         res.status, res.message = "error", _describe(out)
+        if sandbox.inside():
+            res.message, res.violation = explain.describe(out, res.message)
         res.traceback = _frames(out)
         return
     try:
@@ -191,9 +202,12 @@ def contain_child(keracheck_pid: int) -> None:
     """In a worker child: become a process-group leader, and kill the group as soon as the
     keracheck process ``keracheck_pid`` ends, however it ends.  (Waiting for the parent to go
     is not enough: a forkserver outlives a killed keracheck while its children hold their
-    copy of its liveness pipe.)"""
+    copy of its liveness pipe.)  Inside a sandbox keracheck's pid is not visible, and not
+    needed: the sandbox dies with keracheck (``--die-with-parent``, its pid namespace)."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
+    if sandbox.inside():
+        return
     try:
         pidfd = os.pidfd_open(keracheck_pid)
     except OSError:  # already gone
@@ -242,15 +256,44 @@ def _child(conn: Connection, spec: str, jobs: list[Job], repeat: int, owner: int
 
 def run_isolated(spec: str, jobs: list[Job], repeat: int, timeout: float) -> dict[str, JobResult]:
     """Run a batch in a child process; on crash or timeout, retry each case alone."""
-    outcome = _spawn(spec, jobs, repeat, timeout * len(jobs) * repeat + 2.0)
+    outcome = _run(spec, jobs, repeat, timeout * len(jobs) * repeat + 2.0)
     if isinstance(outcome, dict):
-        return outcome
+        return _noted(spec, outcome)
     if len(jobs) == 1:
-        return {jobs[0].key: JobResult("error", outcome)}
+        return _noted(spec, {jobs[0].key: _failed(outcome)})
     results: dict[str, JobResult] = {}
     for job in jobs:
-        one = _spawn(spec, [job], repeat, timeout * repeat + 2.0)
-        results[job.key] = one[job.key] if isinstance(one, dict) else JobResult("error", one)
+        one = _run(spec, [job], repeat, timeout * repeat + 2.0)
+        results[job.key] = one[job.key] if isinstance(one, dict) else _failed(one)
+    return _noted(spec, results)
+
+
+Outcome = dict[str, JobResult] | str | sandbox.Failure  # results, or why there are none
+
+
+def _run(spec: str, jobs: list[Job], repeat: int, limit: float) -> Outcome:
+    """One batch in a sandboxed server's child (the sandbox on), or a forkserver child."""
+    if sandbox.enabled() and not sandbox.inside():
+        from keracheck.sandbox import launch
+
+        try:
+            return launch.run_batch(spec, jobs, repeat, limit)
+        except sandbox.Unavailable as e:
+            return str(e)
+    return _spawn(spec, jobs, repeat, limit)
+
+
+def _failed(outcome: str | sandbox.Failure) -> JobResult:
+    if isinstance(outcome, str):
+        return JobResult("error", outcome)
+    return JobResult("error", outcome.message, violation=outcome.violation)
+
+
+def _noted(spec: str, results: dict[str, JobResult]) -> dict[str, JobResult]:
+    """Record every violation of a batch's results (``keracheck.sandbox``)."""
+    for key, res in results.items():
+        if res.violation is not None:
+            sandbox.record_violation(sandbox.Violation(spec, key, res.violation, res.message or ""))
     return results
 
 

@@ -64,13 +64,14 @@ def _run(
     fn: Function, inputs: Mapping[str, Array], table: Mapping[Op, Override], n: int
 ) -> list[Array]:
     env: dict[int, Array] = {}
-    loops: dict[tuple[Any, ...], list[Array]] = {}
+    regions: dict[tuple[Any, ...], list[Array]] = {}
     for node in fn.nodes():
-        if node.op is Op.LOOP:
+        if node.op in REGIONS:
             key = loop_group(node)
-            if key not in loops:
-                loops[key] = _loop(node, [env[id(i)] for i in node.inputs], table, n)
-            env[id(node)] = loops[key][node.int_attr("result")]
+            if key not in regions:
+                operands = [env[id(i)] for i in node.inputs]
+                regions[key] = REGIONS[node.op](node, operands, table, n)
+            env[id(node)] = regions[key][node.int_attr("result")]
         else:
             env[id(node)] = _eval(node, env, inputs, table, n)
     return [env[id(r)] for r in fn.results]
@@ -88,6 +89,16 @@ def _loop(node: Node, operands: list[Array], table: Mapping[Op, Override], n: in
         index = np.full((n,), i, dtype=np.int32)
         carried = _run(body, dict(zip(names, [index, *carried, *captured], strict=True)), table, n)
     return carried
+
+
+def _call(node: Node, operands: list[Array], table: Mapping[Op, Override], n: int) -> list[Array]:
+    """Every result of the callee, run once on the operands (``docs/semantics.md``, Calls)."""
+    body = loop_body(node)
+    return _run(body, dict(zip(body.param_names(), operands, strict=True)), table, n)
+
+
+#: how the interpreter runs each op that holds a region
+REGIONS = {Op.LOOP: _loop, Op.CALL: _call}
 
 
 def _eval(

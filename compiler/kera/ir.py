@@ -34,9 +34,10 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
+import math
 import re
 import struct
-import weakref
+import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from kera import limits
 from kera.dtypes import BY_CODE, DType
 from kera.ops import (
     MAX_LOOP_DEPTH,
+    REGION_OPS,
     AttrValue,
     Op,
     Region,
@@ -140,6 +142,11 @@ def enc_attr_value(v: AttrValue, string: Callable[[str], bytes] = enc_str) -> by
 
 def normalize_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, AttrValue], ...]:
     """Attributes as a key-sorted tuple, lists turned into tuples of int."""
+    if len(attrs) == 1:  # the common case, without the sort (same result as below)
+        for k, v in attrs.items():
+            one = _one_attr(k, v)
+            if one is not None:
+                return one
     out: list[tuple[str, AttrValue]] = []
     for k in sorted(attrs, key=lambda s: s.encode("utf-8")):
         v = attrs[k]
@@ -157,27 +164,49 @@ def normalize_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, AttrValue], ..
     return tuple(out)
 
 
+_I64_MIN, _I64_END = -(1 << 63), 1 << 63
+_PLAIN = frozenset({str, DType, bool, bytes})
+
+
+def _one_attr(k: str, v: Any) -> tuple[tuple[str, AttrValue], ...] | None:
+    """``((k, v),)`` for one attribute of an exact type that needs no conversion or a list of
+    in-range ints; None for anything else (the general loop decides, errors included)."""
+    tv = type(v)
+    if type(k) is not str:
+        return None
+    if tv is int:
+        return ((k, v),) if _I64_MIN <= v < _I64_END else None
+    if tv in _PLAIN:
+        return ((k, v),)
+    if tv is list or tv is tuple:
+        t = tuple(v)
+        for x in t:
+            if type(x) is not int or not _I64_MIN <= x < _I64_END:
+                return None
+        return ((k, t),)
+    return None
+
+
 # Encoding pieces that repeat on every node are computed once.  The canonical bytes are
 # exactly those described in the module docstring; these caches only avoid re-encoding.
 _NODE_PREFIX = {op: DOMAIN_NODE + _u16(SCHEMA_VERSION) + enc_str(op.value) + _u32(1) for op in Op}
-_set = object.__setattr__
-
-
-@functools.lru_cache(maxsize=4096)
-def _type_bytes(t: TensorType) -> bytes:
-    return enc_type(t)
+_N_INPUTS = [_u32(n) for n in range(8)]  # u32 n_inputs for the usual counts
 
 
 def _attr_bytes(items: tuple[tuple[str, AttrValue], ...]) -> bytes:
     if not items:
         return b"\0\0\0\0"
     if len(items) == 1 and items[0][0] == "value":  # a constant: large, seldom repeated
-        return _u32(1) + _VALUE_KEY + enc_attr_value(items[0][1])
+        v = items[0][1]
+        if type(v) is bytes:
+            return _VALUE_BYTES + _u32(len(v)) + v
+        return _u32(1) + _VALUE_KEY + enc_attr_value(v)
     # keyed by the value types too: 1 == True and DType.F32 == "f32" must not share an entry
     return _small_attr_bytes(items, tuple([type(v) for _, v in items]))
 
 
 _VALUE_KEY = enc_str("value")
+_VALUE_BYTES = _u32(1) + _VALUE_KEY + _u8(AttrTag.BYTES)  # the prefix of a constant's attrs
 
 
 @functools.lru_cache(maxsize=8192)
@@ -186,21 +215,112 @@ def _small_attr_bytes(items: tuple[tuple[str, AttrValue], ...], types: tuple[typ
     return _u32(len(items)) + b"".join(enc_str(k) + enc_attr_value(v) for k, v in items)
 
 
-class _Ref(weakref.ref):  # type: ignore[type-arg]
-    """A weak reference to an interned node that knows the node's hash (one object per node,
-    where a closure per node cost three: fewer objects for the cyclic GC to walk)."""
+# Interning.  The table holds its nodes strongly; a node that only the table holds (its
+# reference count says so) is *unheld*: lookups never return it (building its content again
+# makes a fresh node in its place), exactly as if it had been dropped when it was let go, and
+# a sweep drops it for good.  A weak reference per node would drop it at once, but it is one
+# more object per node for the cyclic GC to walk, and the costliest kind to walk: with weak
+# references, full collections took a third of the time of building a large graph.  Nodes
+# form no reference cycles (inputs are built first, nothing refers back), so reference counts
+# are exact.  A sweep runs when the table has
+# doubled since the last one (amortised: one check per node built) and when functions holding
+# many nodes are freed (``Function.__del__``), so a dropped graph's memory goes soon after it;
+# ``sweep()`` runs one now.
 
-    __slots__ = ("h",)
-    h: bytes
+#: hash -> the node with that hash (identity = content)
+_INTERNED: dict[bytes, Node] = {}
+_SWEEP_MIN = 1 << 15
+_SWEEP_AT = [_SWEEP_MIN]  # sweep when the table reaches this size
+_FREED = [0]  # nodes of the functions freed since the last sweep (an upper bound of the dead)
+_SWEEPING = [False]
 
 
-#: hash -> weak reference to the live node with that hash (identity = content)
-_INTERNED: dict[bytes, _Ref] = {}
+def _unheld() -> int:
+    """sys.getrefcount of a table entry that nothing else holds, read as sweep() reads it:
+    the table's reference and the argument's (measured, not assumed)."""
+    table = {b"": object()}
+    return sys.getrefcount(table.get(b""))
 
 
-def _forget(ref: _Ref) -> None:
-    if _INTERNED.get(ref.h) is ref:  # a newer node with the same content may be there already
-        del _INTERNED[ref.h]
+_UNHELD = _unheld()
+#: the same, read as ``getrefcount(node)`` with ``node`` a local variable (one reference
+#: more; a debugger holding the frame's locals only adds references: a node then looks held)
+_UNHELD_HERE = _UNHELD + 1
+_getrc = sys.getrefcount
+
+
+def sweep() -> int:
+    """Drop the interned nodes that nothing outside the table holds; returns how many.
+    Building a node afterwards with the content of a dropped one makes a new node."""
+    if _SWEEPING[0]:
+        return 0
+    _SWEEPING[0] = True
+    table, getrc, unheld, before = _INTERNED, sys.getrefcount, _UNHELD, len(_INTERNED)
+    try:
+        for h in reversed(list(table)):  # users after their inputs: one pass frees chains
+            if getrc(table.get(h)) <= unheld:
+                node = table.pop(h, None)
+                if node is not None and getrc(node) > unheld:  # taken meanwhile (a thread)
+                    table.setdefault(h, node)
+                node = None  # the last reference: the node (and what only it held) goes
+    finally:
+        _SWEEPING[0] = False
+        _SWEEP_AT[0] = max(_SWEEP_MIN, 2 * len(table))
+        _FREED[0] = 0
+    return before - len(table)
+
+
+def _freed(nodes: int) -> None:
+    """A function holding ``nodes`` nodes was freed: sweep once the functions freed since the
+    last sweep held as many nodes as half the table (so sweeps cost O(1) per node freed)."""
+    _FREED[0] += nodes
+    if 2 * _FREED[0] >= len(_INTERNED) > 0:
+        sweep()
+
+
+# Types.  Nodes hold *canonical* type objects: one object per distinct type, so a graph of
+# 100k nodes holds a few dozen types instead of one per node (fewer objects for the cyclic GC
+# to walk, and the per-type facts below are found by identity).  Hashing a ``TensorType`` by
+# value (its dataclass ``__hash__``) costs more than the rest of a node's encoding, so every
+# lookup goes by ``id``: an entry holds its type, so the id cannot be reused while it is here.
+
+#: id(type) -> (type, its canonical object, its encoding, its element count)
+_TYPE_INFO: dict[int, tuple[TensorType, TensorType, bytes, int]] = {}
+#: a type (by value) -> its canonical object
+_CANONICAL: dict[TensorType, TensorType] = {}
+#: both tables are cleared when they reach this many entries (hostile input can make any
+#: number of distinct shapes); afterwards types are simply canonicalised afresh
+_TYPE_TABLE_MAX = 1 << 16
+
+
+def _type_info(t: TensorType) -> tuple[TensorType, TensorType, bytes, int]:
+    """The entry of ``t`` in :data:`_TYPE_INFO`, made on first sight."""
+    known = _TYPE_INFO.get(id(t))
+    if known is not None and known[0] is t:
+        return known
+    if len(_TYPE_INFO) >= _TYPE_TABLE_MAX:
+        _TYPE_INFO.clear()
+        _CANONICAL.clear()
+    enc = enc_type(t)  # first: a malformed type fails here, before entering the tables
+    canon = _CANONICAL.setdefault(t, t)
+    entry = _TYPE_INFO[id(t)] = (t, canon, enc, math.prod(t.shape))
+    return entry
+
+
+def canonical_type(t: TensorType) -> TensorType:
+    """The one object nodes use for the type ``t`` (equal to ``t``)."""
+    known = _TYPE_INFO.get(id(t))
+    if known is None or known[0] is not t:
+        known = _type_info(t)
+    return known[1]
+
+
+def type_size(t: TensorType) -> int:
+    """``t.size`` (its element count), found by identity."""
+    known = _TYPE_INFO.get(id(t))
+    if known is None or known[0] is not t:
+        known = _type_info(t)
+    return known[3]
 
 
 def node_hash(
@@ -210,44 +330,40 @@ def node_hash(
     attr_items: tuple[tuple[str, AttrValue], ...],
 ) -> bytes:
     """SHA3-256 of a node's canonical encoding (the module docstring's ``node``)."""
-    known = _TYPE_BY_ID.get(id(type))
+    known = _TYPE_INFO.get(id(type))
     if known is None or known[0] is not type:
-        known = _type_by_id(type)
-    return _sha3_256(
-        b"".join(
-            [
-                _NODE_PREFIX[op],
-                known[1],
-                _u32(len(inputs)),
-                *[i.hash for i in inputs],
-                _attr_bytes(attr_items) if attr_items else _NO_ATTR_BYTES,
-            ]
-        )
-    ).digest()
+        known = _type_info(type)
+    return _sha3_256(_node_bytes(op, known[2], inputs, attr_items)).digest()
+
+
+def _node_bytes(
+    op: Op, enc_t: bytes, inputs: Sequence[Node], items: tuple[tuple[str, AttrValue], ...]
+) -> bytes:
+    """The canonical encoding of a node whose type encodes as ``enc_t`` (one join, written
+    out for the usual input counts: the general form builds two lists on every node)."""
+    attrs = _attr_bytes(items) if items else _NO_ATTR_BYTES
+    n = len(inputs)
+    if n == 0:
+        return b"".join((_NODE_PREFIX[op], enc_t, _N_INPUTS[0], attrs))
+    if n == 1:
+        return b"".join((_NODE_PREFIX[op], enc_t, _N_INPUTS[1], inputs[0].hash, attrs))
+    if n == 2:
+        a, b = inputs
+        return b"".join((_NODE_PREFIX[op], enc_t, _N_INPUTS[2], a.hash, b.hash, attrs))
+    if n == 3:
+        a, b, c = inputs
+        return b"".join((_NODE_PREFIX[op], enc_t, _N_INPUTS[3], a.hash, b.hash, c.hash, attrs))
+    return b"".join([_NODE_PREFIX[op], enc_t, _u32(n), *[i.hash for i in inputs], attrs])
 
 
 _sha3_256 = hashlib.sha3_256
 _NO_ATTR_BYTES = b"\0\0\0\0"  # u32 n_attrs = 0
 
-#: id(type) -> (type, its encoding) for the type objects nodes are built with: a node's type
-#: is usually the very object of the node it was rebuilt from, and hashing a ``TensorType``
-#: by value (its dataclass ``__hash__``) costs more than the rest of the encoding.  The entry
-#: holds the type, so its id cannot be reused while it is here; cleared when it grows large.
-_TYPE_BY_ID: dict[int, tuple[TensorType, bytes]] = {}
-_TYPE_BY_ID_MAX = 1 << 16
-
-
-def _type_by_id(t: TensorType) -> tuple[TensorType, bytes]:
-    if len(_TYPE_BY_ID) >= _TYPE_BY_ID_MAX:
-        _TYPE_BY_ID.clear()
-    entry = _TYPE_BY_ID[id(t)] = (t, _type_bytes(t))
-    return entry
-
 
 def interned(h: bytes) -> Node | None:
-    """The live node whose hash is ``h``, if any."""
-    ref = _INTERNED.get(h)
-    return ref() if ref is not None else None
+    """The live node whose hash is ``h``, if any (one that only the table holds is not)."""
+    found = _INTERNED.get(h)
+    return found if found is not None and _getrc(found) > _UNHELD_HERE else None
 
 
 def region_hash(params: Sequence[Node], results: Sequence[Node]) -> bytes:
@@ -264,7 +380,7 @@ def region_hash(params: Sequence[Node], results: Sequence[Node]) -> bytes:
 class Node:
     """One operation with one output.  Immutable, interned; compare nodes with ``is``."""
 
-    __slots__ = ("__weakref__", "attr_items", "hash", "inputs", "op", "type")
+    __slots__ = ("attr_items", "hash", "inputs", "op", "type")
 
     op: Op
     type: TensorType
@@ -279,21 +395,7 @@ class Node:
         inputs: tuple[Node, ...],
         attr_items: tuple[tuple[str, AttrValue], ...],
     ) -> Node:
-        h = node_hash(op, type, inputs, attr_items)
-        ref = _INTERNED.get(h)
-        found = ref() if ref is not None else None
-        if found is not None:
-            return found
-        self = object.__new__(cls)
-        _set(self, "op", op)
-        _set(self, "type", type)
-        _set(self, "inputs", inputs)
-        _set(self, "attr_items", attr_items)
-        _set(self, "hash", h)
-        ref = _Ref(self, _forget)
-        ref.h = h
-        _INTERNED[h] = ref
-        return self
+        return _intern(op, type, inputs, attr_items)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Node is immutable")
@@ -332,25 +434,137 @@ class Node:
         return f"<Node {self.op} {self.type} {self.hash.hex()[:12]}>"
 
 
+# The slots are written through their descriptors (``Node.__setattr__`` refuses writes):
+# a third cheaper than ``object.__setattr__`` by name.
+_new_node = object.__new__
+_SLOT: Mapping[str, Any] = vars(Node)
+_set_op = _SLOT["op"].__set__
+_set_type = _SLOT["type"].__set__
+_set_inputs = _SLOT["inputs"].__set__
+_set_items = _SLOT["attr_items"].__set__
+_set_hash = _SLOT["hash"].__set__
+
+
+def _intern(
+    op: Op, t: TensorType, inputs: tuple[Node, ...], items: tuple[tuple[str, AttrValue], ...]
+) -> Node:
+    """The live node with this content, or a new one (holding the canonical type object)."""
+    known = _TYPE_INFO.get(id(t))
+    if known is None or known[0] is not t:
+        known = _type_info(t)
+    n = len(inputs)  # the encoding (_node_bytes), written out here for the usual counts
+    attrs = _attr_bytes(items) if items else _NO_ATTR_BYTES
+    if n == 1:
+        data = b"".join((_NODE_PREFIX[op], known[2], _N_INPUTS[1], inputs[0].hash, attrs))
+    elif n == 2:
+        a, b = inputs
+        data = b"".join((_NODE_PREFIX[op], known[2], _N_INPUTS[2], a.hash, b.hash, attrs))
+    else:
+        data = _node_bytes(op, known[2], inputs, items)
+    h = _sha3_256(data).digest()
+    found = _INTERNED.get(h)
+    if found is not None and _getrc(found) > _UNHELD_HERE:  # held outside the table
+        return found
+    # new content, or a node nothing holds any more: a fresh node takes its place, as if
+    # the old one had been dropped the moment it was let go (it is never seen again)
+    self = _new_node(Node)
+    _set_op(self, op)
+    _set_type(self, known[1])
+    _set_inputs(self, inputs)
+    _set_items(self, items)
+    _set_hash(self, h)
+    _INTERNED[h] = self
+    if len(_INTERNED) >= _SWEEP_AT[0]:
+        sweep()
+    return self
+
+
 def make_node(op: Op | str, inputs: Sequence[Node], attrs: Mapping[str, Any] | None = None) -> Node:
     """Build (or find) a node, inferring its type; raises TypeRuleError on a typing error."""
     op = op if type(op) is Op else _OP_BY_VALUE.get(op) or Op(op)
     items = normalize_attrs(attrs) if attrs else ()
     if op is Op.PARAM or op is Op.CONST:
         raise IRError(f"use param()/const() to make a {op} node")
-    t = infer(op, [i.type for i in inputs], dict(items) if items else _NO_ATTRS)
-    return Node(op, t, tuple(inputs), items)
+    return _intern(op, infer_type(op, inputs, items), tuple(inputs), items)
 
 
 _NO_ATTRS: Mapping[str, AttrValue] = {}
 _OP_BY_VALUE: dict[str, Op] = {op.value: op for op in Op}
 
+#: (op, attributes, their value types, id of each input type) -> (the inferred canonical
+#: type, the input types): ``infer`` is a pure function of these and of the limits, and a
+#: graph applies few distinct ones.  The entry holds the input types, so their ids cannot be
+#: reused while it is here.  Typing errors are not kept (they are raised afresh each time);
+#: neither are region ops (their body is part of the key by identity only).
+_INFERRED: dict[tuple[Any, ...], tuple[TensorType, tuple[TensorType, ...]]] = {}
+_INFERRED_UNDER: list[limits.Limits | None] = [None]  # the limits the entries were made under
+_INFERRED_MAX = 1 << 16
+
+
+def infer_type(
+    op: Op, inputs: Sequence[Node], items: tuple[tuple[str, AttrValue], ...]
+) -> TensorType:
+    """``infer`` of ``op`` on the inputs' types and the normalised attributes ``items``, as
+    the canonical type object (memoised, see :data:`_INFERRED`; a typing error is raised as
+    ``infer`` raises it)."""
+    if op in REGION_OPS:
+        return canonical_type(infer(op, [i.type for i in inputs], dict(items)))
+    if limits.current() is not _INFERRED_UNDER[0]:
+        _INFERRED.clear()
+        _SHAPED.clear()
+        _INFERRED_UNDER[0] = limits.current()
+    if items:
+        key: tuple[Any, ...] = (
+            op,
+            items,
+            tuple([type(v) for _, v in items]),  # 1 == True, DType.F32 == "f32"
+            *[id(i.type) for i in inputs],
+        )
+    elif len(inputs) == 2:
+        key = (op, id(inputs[0].type), id(inputs[1].type))
+    else:
+        key = (op, *[id(i.type) for i in inputs])
+    known = _INFERRED.get(key)
+    if known is not None:
+        return known[0]
+    types = tuple([i.type for i in inputs])
+    t = canonical_type(infer(op, types, dict(items) if items else _NO_ATTRS))
+    if len(_INFERRED) >= _INFERRED_MAX:
+        _INFERRED.clear()
+    _INFERRED[key] = (t, types)
+    return t
+
+
+def _tensor_type(dtype: DType, shape: Sequence[int]) -> TensorType:
+    """The canonical ``TensorType(dtype, shape)``, the shape checked (``check_shape``)."""
+    shp = tuple(shape)
+    if type(dtype) is not DType or not all(type(d) is int for d in shp):  # True == 1, 4.0 == 4
+        return TensorType(dtype, check_shape(shp))
+    if limits.current() is not _INFERRED_UNDER[0]:
+        _INFERRED.clear()
+        _SHAPED.clear()
+        _INFERRED_UNDER[0] = limits.current()
+    known = _SHAPED.get((dtype, shp))
+    if known is not None:
+        return known
+    t = canonical_type(TensorType(dtype, check_shape(shp)))
+    if len(_SHAPED) >= _INFERRED_MAX:
+        _SHAPED.clear()
+    _SHAPED[dtype, shp] = t
+    return t
+
+
+#: (dtype, shape) -> its canonical type, for parameters and constants (kept like _INFERRED)
+_SHAPED: dict[tuple[DType, tuple[int, ...]], TensorType] = {}
+
 
 def param(index: int, name: str, dtype: DType, shape: Sequence[int] = ()) -> Node:
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise IRError(f"parameter index must be a non-negative integer, got {index!r}")
-    t = TensorType(dtype, check_shape(tuple(shape)))
+    t = _tensor_type(dtype, shape)
     check_name(name, "parameter")
+    if type(index) is int and index < _I64_END:  # what normalize_attrs makes of them
+        return _intern(Op.PARAM, t, (), (("index", index), ("name", name)))
     return Node(Op.PARAM, t, (), normalize_attrs({"index": index, "name": name}))
 
 
@@ -360,17 +574,21 @@ def const(value: Any, dtype: DType, shape: Sequence[int] = ()) -> Node:
     Pass a numpy array of the exact dtype to keep exact bits (NaN payloads, -0.0).
     """
     shp = check_shape(tuple(shape))
-    arr = np.broadcast_to(np.asarray(value, dtype=dtype.np), shp)
+    arr = np.asarray(value, dtype=dtype.np)
+    if arr.ndim == 0:  # a scalar broadcasts to its bytes repeated (what broadcast_to gives)
+        return const_bytes(arr.tobytes() * math.prod(shp), dtype, shp)
+    arr = np.broadcast_to(arr, shp)
     return const_bytes(np.ascontiguousarray(arr).tobytes(), dtype, shp)
 
 
 def const_bytes(data: bytes, dtype: DType, shape: Shape) -> Node:
-    t = TensorType(dtype, check_shape(tuple(shape)))
-    if len(data) != t.size * dtype.nbytes:
-        raise IRError(f"constant of type {t} needs {t.size * dtype.nbytes} bytes, got {len(data)}")
+    t = _tensor_type(dtype, shape)
+    size = type_size(t)
+    if len(data) != size * dtype.nbytes:
+        raise IRError(f"constant of type {t} needs {size * dtype.nbytes} bytes, got {len(data)}")
     if dtype is DType.BOOL and any(b > 1 for b in data):
         raise IRError("a bool constant holds only bytes 0 and 1")
-    return Node(Op.CONST, t, (), (("value", data),))
+    return _intern(Op.CONST, t, (), (("value", data),))
 
 
 def const_value(node: Node) -> np.ndarray[Any, Any]:
@@ -389,30 +607,54 @@ def topo_order(results: Iterable[Node], stop: Collection[int] = frozenset()) -> 
     """
     # The recursive walk, unrolled: a node on the stack is a visit still to make (inputs
     # pushed right to left, so the leftmost is visited first, once the ones before it are
-    # done), a 1-tuple ``(node,)`` the point where all its inputs are done and it is listed.
-    # A node is marked seen when its visit starts, as the recursion would (cycles included).
-    # Nodes hash by identity (they define no ``__eq__``): the set holds them, not their ids.
+    # done); the marker _EMIT above a node is the point where all its inputs are done and it
+    # is listed.  A node is marked seen when its visit starts, as the recursion would (cycles
+    # included).  Nodes hash by identity (they define no ``__eq__``): the set holds them.
     seen: set[Node] = set()
     order: list[Node] = []
     mark, emit = seen.add, order.append
     for root in results:
-        stack: list[Node | tuple[Node]] = [root]
+        stack: list[Any] = [root]
         pop, push, push_all = stack.pop, stack.append, stack.extend
         while stack:
             node = pop()
-            if isinstance(node, tuple):
-                emit(node[0])
+            if node is _EMIT:
+                emit(pop())
                 continue
             if node in seen:
                 continue
             mark(node)
             inputs = node.inputs
             if inputs and (not stop or id(node) not in stop):
-                push((node,))
+                push(node)
+                push(_EMIT)
                 push_all(inputs[::-1])
             else:
                 emit(node)
     return order
+
+
+_EMIT = object()  # topo_order's marker: list the node below it on the stack
+
+
+def _scan(nodes: Sequence[Node], params: Sequence[Node]) -> tuple[int, list[Node], Node | None]:
+    """One pass over a region's nodes: the elements they compute (one run; each node's type
+    found by identity), the nodes that hold a region (loops, calls), and the first parameter
+    node that is not one of ``params`` (None when there is none)."""
+    info, total, held, stray = _TYPE_INFO, 0, [], None
+    known = {id(p) for p in params}
+    param_op, region_ops = Op.PARAM, REGION_OPS
+    for n in nodes:
+        t = n.type
+        entry = info.get(id(t))
+        total += entry[3] if entry is not None and entry[0] is t else type_size(t)
+        op = n.op
+        if op is param_op:
+            if stray is None and id(n) not in known:
+                stray = n
+        elif op in region_ops:
+            held.append(n)
+    return total, held, stray
 
 
 class Function(Region):
@@ -420,9 +662,13 @@ class Function(Region):
     exported function is one; so is a loop's body.
 
     ``work`` counts the elements the region computes when run once, a loop's body counted once
-    per iteration (nested loops multiplied out); ``depth`` is how deeply loops nest in it."""
+    per iteration (nested loops multiplied out); ``depth`` is how deeply loops nest in it;
+    ``inlined`` is how many nodes it has with every call expanded (a callee's nodes once per
+    call group, nested calls multiplied out; a loop body's once): what the ``inline`` pass, or
+    a back end that lowers a call in place, builds.  The growth through calls is held to the
+    ``expansion`` budget, so a few bytes of nested calls cannot become an exponential graph."""
 
-    __slots__ = ("_nodes", "depth", "name", "params", "region_hash", "results", "work")
+    __slots__ = ("_nodes", "depth", "inlined", "name", "params", "region_hash", "results", "work")
 
     def __init__(self, name: str, params: Sequence[Node], results: Sequence[Node]) -> None:
         self.name = check_name(name, "function")
@@ -437,14 +683,20 @@ class Function(Region):
         if len(set(names)) != len(names):
             raise IRError(f"function '{name}' has duplicate parameter names")
         self._nodes = topo_order(self.results)
-        total = sum(n.type.size for n in self._nodes)
+        total, held, stray = _scan(self._nodes, self.params)
         cap = limits.current().function_elements
         if total > cap:
             raise IRError(
                 f"function '{name}' computes {total:,} elements in all; the limit is {cap:,} "
                 f"per function ({limits.hint('function_elements')})"
             )
-        self.depth, self.work = _loop_measure(self._nodes, total)
+        self.depth, self.work, self.inlined = _loop_measure(held, total, len(self._nodes))
+        growth, budget = self.inlined - len(self._nodes), limits.current().expansion
+        if growth > budget:
+            raise IRError(
+                f"'{name}' expands to {self.inlined:,} nodes when its calls are inlined; the "
+                f"expansion budget is {budget:,} more than its own ({limits.hint('expansion')})"
+            )
         if self.depth > MAX_LOOP_DEPTH:
             raise IRError(f"loops nest {self.depth} deep in '{name}'; at most {MAX_LOOP_DEPTH}")
         if self.work > cap:
@@ -452,11 +704,15 @@ class Function(Region):
                 f"'{name}' computes {self.work:,} elements in all when its loops run (trip "
                 f"count x body size); the limit is {cap:,} ({limits.hint('function_elements')})"
             )
-        known = set(map(id, self.params))
-        for n in self._nodes:
-            if n.op is Op.PARAM and id(n) not in known:
-                raise IRError(f"'{name}' uses parameter {n.attr('name')!r} it does not declare")
+        if stray is not None:
+            raise IRError(f"'{name}' uses parameter {stray.attr('name')!r} it does not declare")
         self.region_hash = region_hash(self.params, self.results)
+
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        count = len(getattr(self, "_nodes", ()))  # none: the constructor failed before it
+        if count and not _finalizing():  # at exit the module's tables may be gone already
+            self._nodes, self.params, self.results = [], (), ()  # let go of them first
+            _freed(count)
 
     def nodes(self) -> list[Node]:
         """Every node the results depend on, inputs before users (canonical order).
@@ -470,7 +726,7 @@ class Function(Region):
         out, seen, i = [self], {self.region_hash}, 0
         while i < len(out):
             for n in out[i]._nodes:
-                if n.op is Op.LOOP:
+                if n.op in REGION_OPS:
                     body = n.attr("body")
                     assert isinstance(body, Function)
                     if body.region_hash not in seen:
@@ -499,31 +755,32 @@ class Function(Region):
         return f"<Function {self.name} {self.fingerprint[:12]}>"
 
 
-def _loop_measure(nodes: Sequence[Node], total: int) -> tuple[int, int]:
-    """(nesting depth, work) of a region's nodes: a loop group counts its body's work once per
-    trip (its sibling nodes, one per carried value, share one run)."""
-    depth, work, seen = 0, total, set()
-    for n in nodes:
-        if n.op is Op.LOOP:
-            body = n.attr("body")
-            assert isinstance(body, Function)
-            depth = max(depth, body.depth + 1)
-            key = loop_group(n)
-            if key not in seen:
-                seen.add(key)
-                trips = n.attr("trips")
-                assert isinstance(trips, int)
-                work += trips * body.work
-    return depth, work
+def _loop_measure(held: Sequence[Node], total: int, count: int) -> tuple[int, int, int]:
+    """(loop nesting depth, work, inlined size) of a region of ``count`` nodes computing
+    ``total`` elements, whose region-holding nodes are ``held``: a loop group counts its
+    body's work once per trip (its sibling nodes, one per carried value, share one run), a call
+    group its callee's once; a call adds no depth of its own (its callee's loops count)."""
+    depth, work, inlined, seen = 0, total, count, set()
+    for n in held:
+        body = n.attr("body")
+        assert isinstance(body, Function)
+        loop = n.op is Op.LOOP
+        depth = max(depth, body.depth + loop)
+        key = loop_group(n)
+        if key not in seen:
+            seen.add(key)
+            work += (n.int_attr("trips") if loop else 1) * body.work
+            inlined += body.inlined
+    return depth, work, inlined
 
 
 _END = param(0, "_end", DType.I32)  # sentinel of start_vector's walk (never in a graph)
 
 
 def loop_group(node: Node) -> tuple[Any, ...]:
-    """What the sibling nodes of one loop share (all but ``result``; the body by its region
-    hash, as passes may rebuild equal bodies): back ends and the interpreter run a loop once
-    per group and take each carried value from that one run."""
+    """What the sibling nodes of one loop (or one call) share (all but ``result``; the body by
+    its region hash, as passes may rebuild equal bodies): back ends and the interpreter run a
+    loop or a call once per group and take each result from that one run."""
     rest = [
         v.region_hash if isinstance(v, Region) else v for k, v in node.attr_items if k != "result"
     ]
@@ -531,6 +788,7 @@ def loop_group(node: Node) -> tuple[Any, ...]:
 
 
 def loop_body(node: Node) -> Function:
+    """The region of a ``loop`` (its body) or a ``call`` (its callee)."""
     body = node.attr("body")
     assert isinstance(body, Function)
     return body
@@ -624,6 +882,22 @@ def loop(
     attrs = {"lo": lo, "trips": trips, "body": closed}
     operands = [*inits, *captures]
     return [make_node(Op.LOOP, operands, {**attrs, "result": k}) for k in range(len(inits))]
+
+
+def callee(
+    name: str, types: Sequence[TensorType], body: Callable[[list[Node]], Sequence[Node]]
+) -> Function:
+    """A function to be called (a ``call``'s region): ``body(params)`` builds its results from
+    its parameters, which are named ``_0``, ``_1``, ... by position, so renaming a parameter in
+    the source does not change what is computed, nor the fingerprint."""
+    params = [param(i, f"_{i}", t.dtype, t.shape) for i, t in enumerate(types)]
+    return Function(name, params, list(body(params)))
+
+
+def call(fn: Function, args: Sequence[Node]) -> list[Node]:
+    """``fn(args)``: one ``call`` node per result of ``fn`` (the nodes of one call share a
+    group, :func:`loop_group`, and run the callee once)."""
+    return [make_node(Op.CALL, args, {"body": fn, "result": k}) for k in range(len(fn.results))]
 
 
 def _close(holders: list[Node], results: list[Node]) -> tuple[list[Node], Function]:
@@ -753,9 +1027,13 @@ __all__ = [
     "Region",
     "TensorType",
     "TypeRuleError",
+    "call",
+    "callee",
+    "canonical_type",
     "const",
     "const_bytes",
     "const_value",
+    "infer_type",
     "loop",
     "loop_body",
     "loop_group",
@@ -763,5 +1041,6 @@ __all__ = [
     "param",
     "start_pieces",
     "start_vector",
+    "sweep",
     "topo_order",
 ]

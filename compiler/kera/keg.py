@@ -45,19 +45,21 @@ from kera.ir import (
     IRError,
     Node,
     Provenance,
+    canonical_type,
     check_name,
     enc_attr_value,
+    infer_type,
     normalize_attrs,
 )
 from kera.ops import (
     ATTRS,
+    REGION_OPS,
     AttrValue,
     Op,
     Region,
     TensorType,
     TypeRuleError,
     check_shape,
-    infer,
 )
 
 MAGIC = b"KEG\0"
@@ -102,18 +104,25 @@ def _u32(x: int) -> bytes:
 
 
 class _Writer:
-    """The tables of one ``dumps``, filled in canonical order (first use)."""
+    """The tables of one ``dumps``, filled in canonical order (first use).
+
+    The per-node lookups go by identity first (an op, a type object, an attribute tuple seen
+    before) and fall back to the value tables, which decide the indices: every node of the
+    graph is alive during the call, so ids are stable."""
 
     def __init__(self) -> None:
         self.strings: _Table[str] = _Table()
         self.types: _Table[TensorType] = _Table()
-        self.attrsets: _Table[tuple[tuple[tuple[str, AttrValue], ...], tuple[type, ...]]] = _Table()
+        self.attrsets: _Table[tuple[tuple[tuple[str, object], ...], tuple[type, ...]]] = _Table()
         self.node_ix: dict[int, int] = {}
         self.region_ix: dict[bytes, int] = {}  # loop bodies, by region hash: one per body
         self.n_regions = 0
         self.nodes = bytearray()
         self.regions = bytearray()
         self.attr_bytes: list[bytes] = []
+        self.op_ix: dict[Op, int] = {}  # op -> its name's string index
+        self.type_ix: dict[int, int] = {}  # id(type) -> its type index
+        self.attr_ix: dict[int, int] = {}  # id(attribute tuple) -> its attribute set index
 
     def payload(self, v: AttrValue) -> bytes:
         if isinstance(v, Region):
@@ -121,8 +130,9 @@ class _Writer:
         return _attr_payload(v, self.strings)
 
     def attrset(self, items: tuple[tuple[str, AttrValue], ...]) -> int:
-        # keyed by the value types too, so that 1 and True (or a dtype and its name) differ
-        key = (items, tuple([type(v) for _, v in items]))
+        # keyed by the value types too, so that 1 and True (or a dtype and its name) differ;
+        # a region by its hash, as it is written: two equal bodies are one region
+        key = (_by_region_hash(items), tuple([type(v) for _, v in items]))
         i = self.attrsets.index.get(key)
         if i is None:  # first use: its strings enter the table now, in canonical order
             keys = [(self.strings.get(k), self.payload(v)) for k, v in items]
@@ -130,25 +140,42 @@ class _Writer:
             self.attr_bytes.append(_u32(len(keys)) + b"".join(_u32(k) + p for k, p in keys))
         return i
 
+    def record(self, n: Node) -> bytes:
+        """The NODES record of ``n`` (its inputs already written), entering its op name, type
+        and attribute set in the tables on first use, in that order."""
+        op_ix = self.op_ix.get(n.op)
+        if op_ix is None:
+            op_ix = self.op_ix[n.op] = self.strings.get(n.op.value)
+        t_ix = self.type_ix.get(id(n.type))
+        if t_ix is None:
+            t_ix = self.type_ix[id(n.type)] = self.types.get(n.type)
+        a_ix = self.attr_ix.get(id(n.attr_items))
+        if a_ix is None:
+            a_ix = self.attr_ix[id(n.attr_items)] = self.attrset(n.attr_items)
+        node_ix, ins = self.node_ix, n.inputs
+        k = len(ins)
+        if k == 0:
+            return _RECORDS[0](op_ix, t_ix, a_ix, 0)
+        if k == 1:
+            return _RECORDS[1](op_ix, t_ix, a_ix, 1, node_ix[id(ins[0])])
+        if k == 2:
+            return _RECORDS[2](op_ix, t_ix, a_ix, 2, node_ix[id(ins[0])], node_ix[id(ins[1])])
+        pack = _RECORDS[k] if k < len(_RECORDS) else struct.Struct(f"<{4 + k}I").pack
+        return pack(op_ix, t_ix, a_ix, k, *[node_ix[id(i)] for i in ins])
+
     def region(self, fn: Function) -> int:
         """Write ``fn``'s nodes (loop bodies first, depth-first: nesting is at most
         ``MAX_LOOP_DEPTH`` deep), then ``fn`` itself; its index in REGIONS."""
-        record, node_ix = _RECORD, self.node_ix
+        node_ix, out, region_ops = self.node_ix, self.nodes, REGION_OPS
         for n in fn.record_order():
             if id(n) in node_ix:
                 continue
-            if n.op is Op.LOOP:
+            if n.op in region_ops:
                 body = n.attr("body")
                 assert isinstance(body, Function)
                 if body.region_hash not in self.region_ix:
                     self.region_ix[body.region_hash] = self.region(body)
-            ins = n.inputs
-            op_ix = self.strings.get(n.op.value)
-            self.nodes += record(
-                op_ix, self.types.get(n.type), self.attrset(n.attr_items), len(ins)
-            )
-            if ins:
-                self.nodes += struct.pack(f"<{len(ins)}I", *[node_ix[id(i)] for i in ins])
+            out += self.record(n)
             node_ix[id(n)] = len(node_ix)
         self.regions += _u32(len(fn.params)) + b"".join(_u32(node_ix[id(p)]) for p in fn.params)
         self.regions += _u32(len(fn.results)) + b"".join(_u32(node_ix[id(x)]) for x in fn.results)
@@ -156,7 +183,16 @@ class _Writer:
         return self.n_regions - 1
 
 
-_RECORD = struct.Struct("<IIII").pack
+def _by_region_hash(items: tuple[tuple[str, AttrValue], ...]) -> tuple[tuple[str, object], ...]:
+    """``items`` with each region (a ``Function``, equal to another only if it is the same
+    object) replaced by its region hash."""
+    if not any(isinstance(v, Region) for _, v in items):
+        return items
+    return tuple((k, (v.region_hash,) if isinstance(v, Region) else v) for k, v in items)
+
+
+#: the NODES record packers by input count: (opcode, type, attribute set, k, k inputs)
+_RECORDS = [struct.Struct(f"<{4 + k}I").pack for k in range(8)]
 
 
 def dumps(graph: Graph) -> bytes:
@@ -371,7 +407,7 @@ def _types(r: _Reader) -> list[TensorType]:
             raise r.fail(f"type {i} has unknown dtype code {code}", at)
         dims = tuple(r.u32("dimension") for _ in range(min(rank, 5)))
         try:
-            return TensorType(BY_CODE[code], check_shape(dims))
+            return canonical_type(TensorType(BY_CODE[code], check_shape(dims)))
         except TypeRuleError as e:
             raise r.fail(f"type {i}: {e.message}", at) from None
 
@@ -451,7 +487,7 @@ def _nodes(
 ) -> tuple[list[Node], dict[int, Function]]:
     nodes: list[Node] = []
     bodies = _Bodies(spans, nodes)
-    seen: set[tuple[int, int, int, tuple[int, ...]]] = set()
+    seen: set[tuple[int, ...]] = set()
     budget = [16 * len(r.data) + (1 << 20)]  # bytes of attributes hashed, at most
 
     data, header = r.data, struct.Struct("<IIII").unpack_from
@@ -466,7 +502,8 @@ def _nodes(
             op_ix, t_ix, a_ix, n_in = header(data, at)
             end = at + 16 + 4 * n_in
             if op_ix < n_strings and t_ix < n_types and a_ix < n_attrs and end <= r.end:
-                in_ix = struct.unpack_from(f"<{n_in}I", data, at + 16) if n_in else ()
+                unpack = _INPUTS[n_in] if n_in < len(_INPUTS) else struct.Struct(f"<{n_in}I")
+                in_ix = unpack.unpack_from(data, at + 16)
                 fast_op = ops[op_ix]
                 if fast_op is not None and (not in_ix or max(in_ix) < i):
                     r.pos = end
@@ -481,22 +518,25 @@ def _nodes(
         in_ix = tuple(r.index("input node", i) for _ in range(r.count("input", 4)))
         return op, op_ix, t_ix, a_ix, in_ix
 
+    blobs, refs = _attr_facts(attrs)
+    node_at = nodes.__getitem__
+
     def one(i: int) -> Node:
         at = r.pos
         op, op_ix, t_ix, a_ix, in_ix = fields(i)
-        key = (op_ix, t_ix, a_ix, in_ix)
+        key = (op_ix, t_ix, a_ix, *in_ix)
         if key in seen:  # a canonical file never repeats a node; repeats would be re-hashed
             raise r.fail(f"node {i} repeats an earlier node", at)
         seen.add(key)
         t, items = types[t_ix], attrs[a_ix]
-        budget[0] -= sum(len(v) for _, v in items if isinstance(v, bytes))
+        budget[0] -= blobs[a_ix]
         if budget[0] < 0:
             raise r.fail(
                 "attribute data is referenced far more often than a canonical file allows", at
             )
-        ins = tuple(nodes[j] for j in in_ix)
+        ins = tuple(map(node_at, in_ix))
         try:
-            items = bodies.resolve(items, i)
+            items = bodies.resolve(items, i) if refs[a_ix] else items
             _verify(op, t, ins, items)
         except (TypeRuleError, IRError) as e:
             raise r.fail(f"node {i} ({op}): {e}", at) from None
@@ -509,6 +549,16 @@ def _nodes(
 
 
 _OPS: dict[str, Op] = {op.value: op for op in Op}
+_LEAF_OPS = frozenset({Op.PARAM, Op.CONST})  # their types and attributes are checked as given
+_INPUTS = [struct.Struct(f"<{k}I") for k in range(8)]  # a record's input indices, by count
+
+
+def _attr_facts(attrs: list[tuple[tuple[str, AttrValue], ...]]) -> tuple[list[int], list[bool]]:
+    """Per attribute set: the bytes of its constant data (charged to the budget each time a
+    node names it), and whether it holds a region (resolved when a node is built)."""
+    blobs = [sum(len(v) for _, v in items if isinstance(v, bytes)) for items in attrs]
+    refs = [any(isinstance(v, _RegionRef) for _, v in items) for items in attrs]
+    return blobs, refs
 
 
 class _Bodies:
@@ -542,28 +592,31 @@ class _Bodies:
 def _verify(
     op: Op, t: TensorType, ins: tuple[Node, ...], items: tuple[tuple[str, AttrValue], ...]
 ) -> None:
-    attrs = dict(items)
-    if op in (Op.PARAM, Op.CONST):
-        schema = ATTRS[op]
-        if set(attrs) != set(schema) or not all(
-            isinstance(attrs[k], v) and not isinstance(attrs[k], bool) for k, v in schema.items()
-        ):
-            raise IRError(f"attributes must be exactly {sorted(schema)}")
-        if ins:
-            raise IRError("takes no operands")
-        if op is Op.PARAM:
-            check_name(attrs["name"], "parameter")
-        if op is Op.CONST:
-            value = attrs["value"]
-            assert isinstance(value, bytes)
-            if len(value) != t.size * t.dtype.nbytes:
-                raise IRError(f"constant of type {t} has {len(value)} bytes")
-            if t.dtype is DType.BOOL and value.translate(None, b"\x00\x01"):
-                raise IRError("a bool constant holds only bytes 0 and 1")
+    if op in _LEAF_OPS:
+        _verify_leaf(op, t, ins, dict(items))
         return
-    inferred = infer(op, [i.type for i in ins], attrs)
-    if inferred != t:
+    inferred = infer_type(op, ins, items)
+    if inferred is not t and inferred != t:
         raise IRError(f"stored type {t} differs from the inferred {inferred}")
+
+
+def _verify_leaf(op: Op, t: TensorType, ins: tuple[Node, ...], attrs: dict[str, AttrValue]) -> None:
+    schema = ATTRS[op]
+    if set(attrs) != set(schema) or not all(
+        isinstance(attrs[k], v) and not isinstance(attrs[k], bool) for k, v in schema.items()
+    ):
+        raise IRError(f"attributes must be exactly {sorted(schema)}")
+    if ins:
+        raise IRError("takes no operands")
+    if op is Op.PARAM:
+        check_name(attrs["name"], "parameter")
+    if op is Op.CONST:
+        value = attrs["value"]
+        assert isinstance(value, bytes)
+        if len(value) != t.size * t.dtype.nbytes:
+            raise IRError(f"constant of type {t} has {len(value)} bytes")
+        if t.dtype is DType.BOOL and value.translate(None, b"\x00\x01"):
+            raise IRError("a bool constant holds only bytes 0 and 1")
 
 
 def _regions(r: _Reader, n_nodes: int) -> list[tuple[list[int], list[int]]]:

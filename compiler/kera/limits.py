@@ -8,8 +8,10 @@ and fails with a diagnostic that names the limit and how to raise it.
 
 Budgets (defaults in :class:`Limits`):
 
-* ``expansion`` — expressions evaluated while checking one function, callees' bodies included
-  (inlining evaluates a callee once per distinct call): E0111.
+* ``expansion`` — expressions evaluated while checking one function, and nodes a function
+  gains when its calls are inlined (``kera.ir.Function.inlined``; a callee counts once per
+  distinct call, nested calls multiplied out): E0111.  The front end builds a callee once,
+  but the ``inline`` pass and back ends that lower a call in place build it per call.
 * ``call_depth`` — nested user-function calls being expanded at once: E0112.
 * ``literal_chars`` — characters of one number literal: E0005.
 * ``elements`` — elements of one value (a parameter, result or intermediate): E0215.

@@ -96,6 +96,7 @@ class Op(enum.StrEnum):
     DYNAMIC_UPDATE_SLICE = "dynamic_update_slice"
     # structured control flow
     LOOP = "loop"
+    CALL = "call"
 
 
 UNARY = frozenset({Op.NEG, Op.ABS, Op.NOT, Op.SQRT, Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND})
@@ -142,8 +143,8 @@ def reduce_identity_bits(op: Op, dtype: DType) -> int:
 
 MOVEMENT = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA})
 DYNAMIC = frozenset({Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE})
-#: ops whose attributes hold a region (a body run by the op)
-REGION_OPS = frozenset({Op.LOOP})
+#: ops whose attributes hold a region (a body run by the op), always in the attribute ``body``
+REGION_OPS = frozenset({Op.LOOP, Op.CALL})
 #: the most iterations of one loop, and the deepest nesting of loops
 MAX_TRIPS = 1 << 24
 MAX_LOOP_DEPTH = 8
@@ -176,7 +177,7 @@ ARITY: dict[Op, int] = {
     Op.DYNAMIC_UPDATE_SLICE: 3,
 }
 #: ops with any number of operands (their typing rule checks them against the attributes)
-VARIADIC = frozenset({Op.LOOP})
+VARIADIC = frozenset({Op.LOOP, Op.CALL})
 
 #: attribute schema per op: name -> python type of the value
 ATTRS: dict[Op, dict[str, type]] = {
@@ -193,6 +194,7 @@ ATTRS: dict[Op, dict[str, type]] = {
     Op.IOTA: {"shape": tuple, "axis": int, "to": DType},
     Op.DYNAMIC_SLICE: {"size": tuple},
     Op.LOOP: {"lo": int, "trips": int, "result": int, "body": Region},
+    Op.CALL: {"result": int, "body": Region},
 }
 
 
@@ -540,6 +542,23 @@ def _loop(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> 
     return carried[result]
 
 
+def _call(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    result, body = attrs["result"], attrs["body"]
+    assert isinstance(result, int) and isinstance(body, Region)
+    params = [p.type for p in body.params]
+    if any(p.attr("name") != f"_{i}" for i, p in enumerate(body.params)):
+        raise _fail("E0217", "a callee's parameters are named _0, _1, ... by position")
+    if params != list(ins):
+        raise _fail(
+            "E0217",
+            f"a call's operands ({', '.join(map(str, ins))}) must match its callee's "
+            f"parameters ({', '.join(map(str, params))})",
+        )
+    if not 0 <= result < len(body.results):
+        raise _fail("E0217", f"call result {result} is not one of its {len(body.results)} values")
+    return body.results[result].type
+
+
 _RULES = {
     Op.PARAM: _param,
     Op.CONST: _const,
@@ -558,4 +577,5 @@ _RULES = {
     Op.DYNAMIC_SLICE: _dynamic_slice,
     Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
     Op.LOOP: _loop,
+    Op.CALL: _call,
 }

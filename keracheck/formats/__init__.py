@@ -11,7 +11,13 @@ share what lives here:
 * findings: one per divergence (baselined ones flagged) and one per target error, in case
   order, each with a title, a one-line message and the SARIF partial fingerprint
   ``<fingerprint>:<a>:<b>:<output>`` (``<fingerprint>:<target>:error`` for errors);
-* mismatch rows: index, hex bits and sign|exponent|mantissa fields per target, class, ulp;
+* locations: a finding points at its case's ``export fn`` (``case["source"]``: path, line,
+  column; None for a ``.keg`` case, which has no source), written ``path:line:col`` as
+  compilers and linters do; a divergence also names its first diverging node
+  (``divergence["firstNode"]``, :mod:`keracheck.localise`) and the source position of the
+  expression that built it;
+* mismatch rows: index, hex bits, decimal value and sign|exponent|mantissa fields per target,
+  class, ulp, and each input's element at that index;
 * run notes: the run's own failure (``summary.message``), input errors (``errors``: a file
   that could not be read, compiled or fed) and stale baseline entries (``staleBaseline``).
 
@@ -24,8 +30,10 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 FORMATS = ("text", "json", "junit", "sarif", "github", "html")
 REFERENCE = "ref"
@@ -115,6 +123,58 @@ def case_label(case: Mapping[str, Any]) -> str:
     return f"{short_fp(case)} {case_name(case)}"
 
 
+def source(case: Mapping[str, Any]) -> tuple[str, int, int] | None:
+    """(path, line, column) of the case's ``export fn``; None without a source (``.keg``)."""
+    where = case.get("source")
+    if not isinstance(where, Mapping) or not where.get("line"):
+        return None
+    return str(where.get("path") or case["path"]), int(where["line"]), int(where.get("column") or 1)
+
+
+def no_source_note(case: Mapping[str, Any]) -> str | None:
+    """Why a case records no source position (None when it has one, or when its document
+    predates ``source``)."""
+    if "source" not in case or source(case) is not None:
+        return None
+    if str(case["path"]).endswith(".keg"):
+        return "a .keg graph has no source positions"
+    return "no source positions"
+
+
+def location(case: Mapping[str, Any]) -> str:
+    """``path:line:col`` of the case's ``export fn``, or the bare path without a source."""
+    where = source(case)
+    if where is None:
+        return printable(case["path"])
+    path, line, column = where
+    return f"{printable(path)}:{line}:{column}"
+
+
+def node_location(case: Mapping[str, Any], node: Mapping[str, Any]) -> str | None:
+    """``path:line:col`` where the source built a first diverging node, when known."""
+    if not node.get("line"):
+        return None
+    path = (source(case) or (case["path"],))[0]
+    return f"{printable(path)}:{node['line']}:{node.get('column') or 1}"
+
+
+def first_node_text(case: Mapping[str, Any], divergence: Mapping[str, Any]) -> str | None:
+    """``first differing node: %2 min (let m) at f.kera:9:13, f32[4]``, the note saying why
+    none is named, or None when the divergence was not localised."""
+    node = divergence.get("firstNode")
+    if not isinstance(node, Mapping):
+        note = divergence.get("firstNodeNote")
+        return f"first differing node: {note}" if note else None
+    text = f"first differing node: %{node.get('index')} {node.get('op')}"
+    if node.get("let"):
+        text += f" (let {node['let']})"
+    where = node_location(case, node)
+    text += f" at {where}" if where else f" ({no_source_note(case) or 'no source position'})"
+    text += f", {node.get('type')}"
+    classes = classes_text(node)
+    return f"{text}; {classes}" if classes else text
+
+
 #: ulp distances shown as ranges when a divergence has more than ULP_DETAIL distinct ones:
 #: one rounding, a few, many, and a different computation altogether
 ULP_RANGES: tuple[tuple[int, int | None], ...] = (
@@ -193,8 +253,15 @@ def _divergence_finding(case: Mapping[str, Any], divergence: Mapping[str, Any]) 
     message = f"{case_name(case)} {pair_text(divergence)}, {mismatch_summary(divergence)}"
     first = (divergence.get("examples") or [None])[0]
     if first is not None:
-        bits = " ".join(f"{t} {b}" for t, b in first["bits"].items())
+        values = first.get("values") or {}
+        bits = " ".join(
+            f"{t} {b}" + (f" ({values[t]})" if t in values else "")
+            for t, b in first["bits"].items()
+        )
         message += f". First at {list(first['index'])}: {bits}"
+    node = first_node_text(case, divergence)
+    if node:
+        message += f". {node[0].upper()}{node[1:]}"
     if case.get("repro"):
         message += f". Repro: {case['repro']}"
     return Finding(
@@ -289,13 +356,27 @@ def differing_positions(values: Sequence[str]) -> set[int]:
 
 @dataclass(frozen=True)
 class MismatchRow:
-    """One example element: its index and, per target, hex bits and IEEE fields."""
+    """One example element: its index; per target, hex bits, decimal value and IEEE fields;
+    and per input, the element at that index (``{name: {index, hex, value}}``)."""
 
     index: str
     bits: dict[str, str]
     fields: dict[str, str]
     klass: str
     ulp: str
+    values: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def inputs_text(self) -> str:
+        """``x=0x7fc00000 (nan), s[5]=0x3f800000 (1.0)``: an input read at another index
+        than the output element's (broadcast) names its own index."""
+        parts = []
+        for name, element in self.inputs.items():
+            at = str(list(element.get("index") or []))
+            label = name if at == self.index else f"{name}{at}"
+            parts.append(f"{label}={element.get('hex')} ({element.get('value')})")
+        return ", ".join(parts)
 
 
 def _ulp(example: Mapping[str, Any]) -> str:
@@ -312,6 +393,24 @@ def _fields(example: Mapping[str, Any], target: str, bits: str) -> str:
     return str(given) if given else float_fields(bits)
 
 
+def float_value(bits: str) -> str:
+    """``0x3f800000`` -> ``1.0``: the decimal of an f16/f32/f64 bit pattern (by width), for
+    documents written before examples carried their values; "" for another width."""
+    digits = bits.removeprefix("0x")
+    kind = {4: "f2", 8: "f4", 16: "f8"}.get(len(digits))
+    if kind is None:
+        return ""
+    raw = np.array([int(digits, 16)], dtype=f"<u{len(digits) // 2}")
+    return str(raw.view(f"<{kind}")[0])
+
+
+def _values(example: Mapping[str, Any], bits: Mapping[str, str]) -> dict[str, str]:
+    given = example.get("values") or {}
+    if given or example.get("class") == "int":  # an int's signedness is not in its bits
+        return {t: str(v) for t, v in given.items()}
+    return {t: float_value(b) for t, b in bits.items()}
+
+
 def mismatch_rows(divergence: Mapping[str, Any]) -> list[MismatchRow]:
     """The recorded example mismatches of one divergence, ready for a table."""
     rows = []
@@ -324,6 +423,8 @@ def mismatch_rows(divergence: Mapping[str, Any]) -> list[MismatchRow]:
                 fields={t: _fields(example, t, b) for t, b in bits.items()},
                 klass=str(example.get("class", "")),
                 ulp=_ulp(example),
+                values=_values(example, bits),
+                inputs=dict(example.get("inputs") or {}),
             )
         )
     return rows

@@ -3,10 +3,13 @@
 ``render`` returns the lines to print on stdout:
 
 * at most :data:`MAX_ANNOTATIONS` (10, GitHub's per-step limit for errors) lines
-  ``::error file=<path>,title=<rule and targets>::<message>``: first the run's own failure and
-  input errors, then one per finding that is not baselined; stale baseline entries become (at
-  most 10) ``::warning`` lines.  Property values escape ``% \\r \\n : ,`` as ``%25 %0D %0A %3A %2C``; the message
-  escapes ``% \\r \\n`` (the rules of actions/toolkit's ``issueCommand``);
+  ``::error file=<path>,line=<l>,col=<c>,title=<rule and targets>::<message>`` (line and col:
+  the case's ``export fn``; none for a ``.keg`` case; the message names the first diverging
+  node and its source position when the divergence was localised): first the run's own
+  failure and input errors, then one per finding that is not baselined; stale baseline entries
+  become (at most 10) ``::warning`` lines.  Property values escape ``% \\r \\n : ,`` as
+  ``%25 %0D %0A %3A %2C``; the message escapes ``% \\r \\n`` (the rules of actions/toolkit's
+  ``issueCommand``);
 * a plain line saying how many findings did not fit, then the one-line run summary.
 
 The full Markdown report (counts, the cases x targets table, every finding, every mismatch
@@ -30,10 +33,13 @@ from keracheck.formats import (
     case_label,
     column_targets,
     findings,
+    first_node_text,
+    location,
     mismatch_rows,
     mismatch_summary,
     pair_text,
     run_notes,
+    source,
     summary_line,
     target_cell,
 )
@@ -67,11 +73,14 @@ def escape_property(text: str) -> str:
 
 def annotation(finding: Finding) -> str:
     """One ``::error`` workflow command for a finding."""
-    file = escape_property(str(finding.case["path"]))
+    where = source(finding.case)
+    if where is None:
+        place = f"file={escape_property(str(finding.case['path']))}"
+    else:
+        path, line, column = where
+        place = f"file={escape_property(path)},line={line},col={column}"
     title = escape_property(finding.title)
-    line = finding.case.get("line")
-    where = f"file={file},line={int(line)}" if line else f"file={file}"
-    return f"::error {where},title={title}::{escape_data(finding.message)}"
+    return f"::error {place},title={title}::{escape_data(finding.message)}"
 
 
 def note_annotation(note: Note) -> str:
@@ -122,16 +131,35 @@ def _code(values: Mapping[str, str], keys: list[str]) -> list[str]:
 
 def _divergence_section(case: Mapping[str, Any], divergence: Mapping[str, Any]) -> list[str]:
     rows = mismatch_rows(divergence)
-    head = _cell(f"**{case_label(case)}**: {pair_text(divergence)}, {mismatch_summary(divergence)}")
+    summary = f"{pair_text(divergence)}, {mismatch_summary(divergence)}"
+    head = [_cell(f"**{case_label(case)}** (`{location(case)}`): {summary}"), ""]
+    node = first_node_text(case, divergence)
+    head += [_cell(node), ""] if node else []
     if not rows:
-        return [head, ""]
+        return head
     targets = list(rows[0].bits)
-    header = ["index", *targets, *(f"{t} s|exp|mantissa" for t in targets), "class", "ulp"]
+    header = [
+        "index",
+        *targets,
+        *(f"{t} value" for t in targets),
+        *(f"{t} s|exp|mantissa" for t in targets),
+        "class",
+        "ulp",
+        "inputs",
+    ]
     table_rows = [
-        [r.index, *(f"`{r.bits[t]}`" for t in targets), *_code(r.fields, targets), r.klass, r.ulp]
+        [
+            r.index,
+            *(f"`{r.bits[t]}`" for t in targets),
+            *(r.values.get(t, "") for t in targets),
+            *_code(r.fields, targets),
+            r.klass,
+            r.ulp,
+            r.inputs_text,
+        ]
         for r in rows
     ]
-    return [head, "", *_table(header, table_rows), ""]
+    return [*head, *_table(header, table_rows), ""]
 
 
 def markdown(run: Run) -> str:

@@ -6,7 +6,8 @@ Layout::
       <testsuite name="keracheck" ... timestamp=>
         <properties><property name="seed" value="0"/> ...</properties>   (suite level only)
         <testcase classname="keracheck.<target>" name="<fp12> <path>:<function>" time="s">
-          <failure type="KC001" message="<summary>">mismatch tables + repro</failure>
+          <failure type="KC001" message="<summary>">path:line:col: KC001 ..., the first
+                    diverging node, mismatch tables + repro</failure>
           | <error type="KC003" message="<first line>">message + repro</error>
           | <skipped type="unsupported" message="..."/>
           | <system-out>baselined divergences, with their reasons</system-out>
@@ -67,7 +68,7 @@ def _outcome(case: Mapping[str, Any], target: str) -> ET.Element | None:
     first = failing[0]
     element = ET.Element("failure", type=rule_for(first))
     element.set("message", f"{RULES[rule_for(first)].name}: {mismatch_summary(first)}")
-    body = "".join(divergence_text(d) for d in failing)
+    body = "".join(divergence_text(d, case) for d in failing)
     element.text = xml_text(body + _repro(case))
     return element
 

@@ -3,8 +3,11 @@
 One run whose driver lists the four stable rules (KC001 bit divergence, KC002 NaN-payload or
 signed-zero only, KC003 target error, KC004 nondeterministic, KC005 opt-level), and one result per finding:
 
-* ``locations[0]``: the corpus file (relative URI, percent-encoded, base ``%SRCROOT%``), line
-  ``case["line"]`` when the harness records it, else 1, plus the function as a logical location;
+* ``locations[0]``: the corpus file (relative URI, percent-encoded, base ``%SRCROOT%``), with
+  a region at the case's ``export fn`` (``case["source"]``: ``startLine``, ``startColumn``; no
+  region for a ``.keg`` case, which has no source), plus the function as a logical location;
+* ``relatedLocations``: the first diverging node of a localised divergence, at the expression
+  that built it (``divergence["firstNode"]``), with a message naming its op;
 * ``partialFingerprints["keracheck/v1"]``: ``<fingerprint>:<a>:<b>:<output>`` for divergences,
   ``<fingerprint>:<target>:error`` for errors, so an alert survives renames and line moves;
 * a baselined divergence stays in the log with level ``note`` and an external suppression
@@ -19,10 +22,20 @@ SARIF is an extra output for dashboards; the exit code is the gate.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from keracheck.formats import RULES, Finding, Note, Run, findings, run_notes
+from keracheck.formats import (
+    RULES,
+    Finding,
+    Note,
+    Run,
+    findings,
+    first_node_text,
+    run_notes,
+    source,
+)
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 RULE_IDS = list(RULES)
@@ -46,20 +59,38 @@ def artifact_uri(path: str) -> str:
     return quote(path.replace("\\", "/"), safe="/")
 
 
+def _physical(path: str, line: int | None, column: int | None) -> dict[str, Any]:
+    physical: dict[str, Any] = {
+        "artifactLocation": {"uri": artifact_uri(path), "uriBaseId": "%SRCROOT%"}
+    }
+    if line:
+        physical["region"] = {"startLine": line, "startColumn": column or 1}
+    return physical
+
+
 def _location(finding: Finding) -> dict[str, Any]:
     case = finding.case
+    path, line, column = source(case) or (case["path"], None, None)
     return {
-        "physicalLocation": {
-            "artifactLocation": {"uri": artifact_uri(case["path"]), "uriBaseId": "%SRCROOT%"},
-            "region": {"startLine": int(case.get("line") or 1)},
-        },
+        "physicalLocation": _physical(path, line, column),
         "logicalLocations": [{"name": case["function"], "kind": "function"}],
     }
 
 
+def _related(finding: Finding) -> list[dict[str, Any]]:
+    """The first diverging node, where the source built it (none when not localised)."""
+    node = (finding.divergence or {}).get("firstNode")
+    if not isinstance(node, Mapping) or not node.get("line"):
+        return []
+    path = (source(finding.case) or (finding.case["path"],))[0]
+    text = first_node_text(finding.case, finding.divergence or {}) or ""
+    physical = _physical(path, int(node["line"]), int(node.get("column") or 1))
+    return [{"id": 1, "physicalLocation": physical, "message": {"text": text}}]
+
+
 def _properties(finding: Finding) -> dict[str, Any]:
     divergence = finding.divergence or {}
-    keys = ("mismatched", "total", "classes", "maxUlp", "kind")
+    keys = ("mismatched", "total", "classes", "maxUlp", "kind", "firstNode")
     return {
         "fingerprint": finding.case["fingerprint"],
         "targets": list(finding.targets),
@@ -79,6 +110,9 @@ def _result(finding: Finding) -> dict[str, Any]:
         "partialFingerprints": {"keracheck/v1": finding.partial_fingerprint},
         "properties": _properties(finding),
     }
+    related = _related(finding)
+    if related:
+        result["relatedLocations"] = related
     if finding.baselined:
         reason = finding.reason or "accepted in the keracheck baseline"
         result["suppressions"] = [{"kind": "external", "justification": reason}]

@@ -3,8 +3,15 @@
 The report is first built as a list of blocks (a styled line, or a table with a header row),
 then written either as plain aligned text (files, pipes, CI logs) or through ``rich`` with
 colours (``terminal=True``; the caller decides, e.g. ``sys.stdout.isatty()`` and no
-``NO_COLOR``).  Both carry the same words.  Each divergence shows its mismatch table: index,
-hex bits per target, sign|exponent|mantissa per target, class and ulp distance.
+``NO_COLOR``).  Both carry the same words.
+
+Each finding starts a line as compilers and linters print them, ``path:line:col: KC001 ...``
+(the case's ``export fn``; a ``.keg`` case has no source, so its lines start ``path: ``),
+so editors and terminals jump to it; a localised divergence adds a line naming its first
+diverging node and where the source built it.  Each divergence shows its mismatch table:
+index, hex bits per target, decimal value per target, sign|exponent|mantissa per target, class,
+ulp distance, and each input's element at that index (``name[i, j]=`` when a broadcast input
+was read at another index).
 """
 
 from __future__ import annotations
@@ -20,14 +27,20 @@ from rich.table import Table
 from rich.text import Text
 
 from keracheck.formats import (
+    RULES,
+    MismatchRow,
     Run,
     case_label,
     column_targets,
     differing_positions,
+    first_node_text,
+    location,
     mismatch_rows,
     mismatch_summary,
+    no_source_note,
     pair_text,
     printable,
+    rule_for,
     run_notes,
     summary_line,
     target_cell,
@@ -102,27 +115,50 @@ def _case_table(run: Run) -> Grid:
     return grid
 
 
-def _divergence_blocks(divergence: Mapping[str, Any]) -> list[Block]:
+def _divergence_blocks(
+    divergence: Mapping[str, Any], case: Mapping[str, Any] | None = None
+) -> list[Block]:
+    """The finding line (``path:line:col: KC001 ...`` when the case is given), the first
+    diverging node, and the mismatch table."""
     note = (
         " [baselined: {}]".format(divergence.get("reason") or "")
         if divergence.get("baselined")
         else ""
     )
-    blocks: list[Block] = [
-        Line(f"{pair_text(divergence)}, {mismatch_summary(divergence)}{note}", indent=2)
-    ]
+    text = f"{pair_text(divergence)}, {mismatch_summary(divergence)}{note}"
+    if case is None:
+        blocks: list[Block] = [Line(text, indent=2)]
+    else:
+        rule = rule_for(divergence)
+        blocks = [Line(f"{location(case)}: {rule} {RULES[rule].name}: {text}")]
+        node = first_node_text(case, divergence)
+        blocks += [Line(node, indent=2)] if node else []
     rows = mismatch_rows(divergence)
-    if not rows:
-        return blocks
+    return [*blocks, _mismatch_grid(rows)] if rows else blocks
+
+
+def _mismatch_grid(rows: Sequence[MismatchRow]) -> Grid:
     targets = list(rows[0].bits)
-    header = ["index", *targets, *(f"{t} s|exp|mantissa" for t in targets), "class", "ulp"]
     n = len(targets)
-    grid = Grid(header, indent=4, groups=[list(range(1, 1 + n)), list(range(1 + n, 1 + 2 * n))])
+    header = [
+        "index",
+        *targets,
+        *(f"{t} value" for t in targets),
+        *(f"{t} s|exp|mantissa" for t in targets),
+        "class",
+        "ulp",
+    ]
+    with_inputs = any(row.inputs for row in rows)
+    header += ["inputs"] if with_inputs else []
+    fields = list(range(1 + 2 * n, 1 + 3 * n))
+    grid = Grid(header, indent=4, groups=[list(range(1, 1 + n)), fields])
     for row in rows:
         bits = [row.bits.get(t, "") for t in targets]
-        fields = [row.fields.get(t, "") for t in targets]
-        grid.rows.append([row.index, *bits, *fields, row.klass, row.ulp])
-    return [*blocks, grid]
+        values = [row.values.get(t, "") for t in targets]
+        fields_ = [row.fields.get(t, "") for t in targets]
+        cells = [row.index, *bits, *values, *fields_, row.klass, row.ulp]
+        grid.rows.append(cells + ([row.inputs_text] if with_inputs else []))
+    return grid
 
 
 def _case_blocks(case: Mapping[str, Any]) -> list[Block]:
@@ -133,19 +169,23 @@ def _case_blocks(case: Mapping[str, Any]) -> list[Block]:
         Line(""),
         Line(f"{verdict.upper()} {case_label(case)}", STYLES.get(verdict, "bold")),
     ]
+    missing = no_source_note(case)
+    blocks += [Line(f"({missing})", "dim", indent=2)] if missing else []
     for divergence in case.get("divergences") or []:
-        blocks += _divergence_blocks(divergence)
+        blocks += _divergence_blocks(divergence, case)
     for target, result in sorted(case["targets"].items()):
         if result["status"] == "error":
-            blocks.append(Line(f"{target}: error: {result.get('message')}", "red", indent=2))
+            message = f"KC003 {RULES['KC003'].name}: {target}: {result.get('message')}"
+            blocks.append(Line(f"{location(case)}: {message}", "red"))
     if case.get("repro"):
         blocks.append(Line(f"repro: {case['repro']}", "dim", indent=2))
     return blocks
 
 
-def divergence_text(divergence: Mapping[str, Any]) -> str:
-    """One divergence as plain text: the mismatch summary line and its table."""
-    return render_plain(_divergence_blocks(divergence))
+def divergence_text(divergence: Mapping[str, Any], case: Mapping[str, Any] | None = None) -> str:
+    """One divergence as plain text: the mismatch summary line (``path:line:col: KC00x ...``
+    and the first diverging node when the case is given) and its table."""
+    return render_plain(_divergence_blocks(divergence, case))
 
 
 def blocks(run: Run) -> list[Block]:

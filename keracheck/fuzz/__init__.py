@@ -146,11 +146,17 @@ def main(args: argparse.Namespace) -> int:
         campaign = Campaign(targets, opts).run()
     doc = campaign.document()
     doc["unavailable"] = notes
-    if getattr(args, "format", "text") == "json":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    else:
-        sys.stdout.write(text_report(doc))
+    sys.stdout.write(render(doc, getattr(args, "format", "text")))
+    if getattr(args, "outputs", None):  # --output-format, checked by the CLI before the run
+        from keracheck import outputs
+
+        outputs.write(args.outputs, lambda fmt: render(doc, fmt))
     return int(doc["exitCode"])
+
+
+def render(doc: dict[str, Any], fmt: str) -> str:
+    """The campaign's result as ``text`` or ``json``."""
+    return json.dumps(doc, indent=2) + "\n" if fmt == "json" else text_report(doc)
 
 
 # ------------------------------------------------------------------------------ output

@@ -63,7 +63,7 @@ def _base_op_weights() -> dict[Op, int]:
     for op in MOVEMENT:
         w[op] = 1
     w[Op.DOT] = w[Op.MATMUL] = 1
-    w[Op.LOOP] = w[Op.DYNAMIC_SLICE] = w[Op.DYNAMIC_UPDATE_SLICE] = 1
+    w[Op.LOOP] = w[Op.CALL] = w[Op.DYNAMIC_SLICE] = w[Op.DYNAMIC_UPDATE_SLICE] = 1
     del w[Op.PARAM], w[Op.CONST]  # leaves are drawn as operands, never as steps
     return w
 

@@ -66,6 +66,8 @@ from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import (
     Function,
     Node,
+    call,
+    callee,
     const,
     loop,
     loop_body,
@@ -74,7 +76,17 @@ from kera.ir import (
     param,
     start_vector,
 )
-from kera.ops import ARITY, BINARY_ARITH, BITWISE, REDUCE, Op, TensorType, TypeRuleError, infer
+from kera.ops import (
+    ARITY,
+    BINARY_ARITH,
+    BITWISE,
+    REDUCE,
+    REGION_OPS,
+    Op,
+    TensorType,
+    TypeRuleError,
+    infer,
+)
 from keracheck.fuzz import calls
 from keracheck.fuzz.policies import Profile, profile
 
@@ -101,7 +113,7 @@ OP_ORDER: tuple[Op, ...] = (
     *(Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.SELECT, Op.CONVERT, Op.BITCAST),
     *(Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.DOT, Op.MATMUL),
     *(Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
-    *(Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP),
+    *(Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP, Op.CALL),
 )
 LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
 #: weight of "skip this step" (choice 0): rare when generating; the shrinker deletes a step
@@ -255,15 +267,15 @@ def _size(shape: Shape) -> int:
 def op_count(fn: Function) -> int:
     """Nodes that are operations (not parameters or constants); a math-library call counts
     as one op, its expansion as none, and so does a dynamic op with the start vector it is
-    called with; a loop counts as one op (however many carried values) plus the ops of its
-    body."""
+    called with; a loop or a call counts as one op (however many results) plus the ops of its
+    body (a callee's each time it is called)."""
     n, groups = 0, set()
     units = calls.analyse(fn)
     hidden = calls.start_internals(units.nodes)  # spelled by the dynamic op's own call
     for node in units.nodes:
         if id(node) in hidden:
             continue
-        if node.op is Op.LOOP:
+        if node.op in REGION_OPS:
             key = loop_group(node)
             if key not in groups:
                 groups.add(key)
@@ -299,7 +311,7 @@ def _call_dtypes(name: Step) -> tuple[DType, ...]:
 _STEP_DTYPES: dict[Op, Callable[[Step], tuple[DType, ...]]] = {
     **dict.fromkeys((Op.SELECT, Op.CONVERT), _all),
     **dict.fromkeys((Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT), _all),
-    **dict.fromkeys((Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP), _all),
+    **dict.fromkeys((Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP, Op.CALL), _all),
     **dict.fromkeys((Op.BITCAST, Op.DOT, Op.MATMUL, Op.IOTA, *REDUCE), _numeric),
 }
 
@@ -353,8 +365,9 @@ def allowed_steps(ops: frozenset[Op], prof: Profile) -> list[Step]:
     """The steps of ``ops`` with a positive weight: ops simplest first, then calls whose whole
     expansion ``ops`` allows."""
     steps: list[Step] = [op for op in OP_ORDER if op in ops and prof.op_weights.get(op, 0) > 0]
-    if not ops & set(_BODY_OPS) and Op.LOOP in steps:
-        steps.remove(Op.LOOP)  # a body needs an op to update its carried values with
+    for region in (Op.LOOP, Op.CALL):
+        if not ops & set(_BODY_OPS) and region in steps:
+            steps.remove(region)  # a body needs an op to compute its results with
     steps += [
         name
         for name in calls.NAMES
@@ -891,6 +904,25 @@ def _loop(g: GraphBuilder, op: Op) -> Node:
     return nodes[0]
 
 
+def _call_op(g: GraphBuilder, op: Op) -> Node:
+    """``h(a[, b])`` of a callee with one or two results, each an op of its parameters; half
+    the time called a second time with the operands swapped (parameters bound per call)."""
+    dtypes = [d for d in step_dtypes(op) if _body_ops(g, d)]
+    a = g.anchor(_any, dtypes)
+    args = [a] + ([g.operand(a.type, a)] if choose(g.draw, [1, 3]) else [])
+    ops = _body_ops(g, a.dtype)
+    picks = [ops[uniform(g.draw, len(ops))] for _ in range(1 + choose(g.draw, [3, 1]))]
+
+    def body(ps: list[Node]) -> list[Node]:
+        return [make_node(o, [ps[0], ps[-1 - k % len(ps)]]) for k, o in enumerate(picks)]
+
+    fn = callee("h", [x.type for x in args], body)
+    nodes = [g.record(n) for n in call(fn, args)]
+    if len(args) == 2 and choose(g.draw, [1, 1]):
+        nodes = [g.record(n) for n in call(fn, args[::-1])]
+    return nodes[0]
+
+
 def _body_ops(g: GraphBuilder, dt: DType) -> list[Op]:
     return [op for op in _BODY_OPS if op in g.ops and dt in elementwise_dtypes(op)]
 
@@ -921,6 +953,7 @@ _GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
     Op.DYNAMIC_SLICE: _dynamic_slice,
     Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
     Op.LOOP: _loop,
+    Op.CALL: _call_op,
 }
 
 

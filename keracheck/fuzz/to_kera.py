@@ -23,7 +23,11 @@ used:
   only that form, ``kera.ir.start_pieces``, is not printed on its own);
 * a loop as ``let (a, b) = for i in lo..hi with (c0 = x, c1 = y) { ...; (n0, n1) };`` (``_``
   for a carried value the function does not use), its body's lets inside the block, captured
-  values by their outer names.
+  values by their outer names;
+* a ``call`` as ``let (a, b) = name(x, y);`` (``_`` likewise), each distinct callee printed once
+  as a helper ``fn`` before the export (named after the callee when that name is free, else
+  ``<prefix>fn<k>``), its parameters ``p0, p1, ...`` (the front end names a callee's parameters
+  by position, so any names give the same graph).
 
 What Kera source cannot spell raises :class:`PrintError`: a tensor constant (write
 ``broadcast`` of a scalar), a NaN constant with a payload (write ``bitcast`` of an integer, as
@@ -41,6 +45,7 @@ import numpy as np
 from kera.dtypes import CANONICAL_NAN, DType
 from kera.ir import Function, Node, const_value, loop_body, loop_group, start_pieces
 from kera.ops import ATTRS, DYNAMIC, Op, TensorType
+from kera.syntax.builtins import BUILTIN_NAMES
 from keracheck.fuzz import calls
 
 
@@ -162,10 +167,11 @@ def _dynamic(node: Node, names: Callable[[Node], str]) -> str:
 class _Printer:
     """One function's source lines; names are unique across the function and its bodies."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, helpers: dict[bytes, tuple[str, list[str]]]) -> None:
         self.prefix = prefix
         self.count = 0
         self.depth = 0
+        self.helpers = helpers  # callee region hash -> (name, source lines), shared
 
     def fresh(self) -> str:
         self.count += 1
@@ -184,6 +190,9 @@ class _Printer:
             if node.op is Op.LOOP:
                 lines += self.loop(node, units.nodes, names, indent, done)
                 continue
+            if node.op is Op.CALL:
+                lines += self.call(node, units.nodes, names, indent)
+                continue
             if call is not None:
                 text = f"{call.name}({names[id(call.arg)]})"
             elif node.op in DYNAMIC:
@@ -193,6 +202,49 @@ class _Printer:
             names[id(node)] = self.fresh()
             lines.append(f"{indent}let {names[id(node)]}: {type_text(node.type)} = {text};")
         return lines
+
+    def siblings(self, node: Node, nodes: Sequence[Node]) -> list[Node | None]:
+        """The nodes of ``node``'s loop or call group in ``nodes``, by result index."""
+        out: list[Node | None] = [None] * len(loop_body(node).results)
+        for n in nodes:
+            if n.op is node.op and loop_group(n) == loop_group(node):
+                out[n.int_attr("result")] = n
+        return out
+
+    def bind(self, siblings: Sequence[Node | None], names: dict[int, str]) -> str:
+        """Name each sibling; the ``let`` target (``_`` for a result nothing uses)."""
+        bound = [self.fresh() if s is not None else "_" for s in siblings]
+        for s, name in zip(siblings, bound, strict=True):
+            if s is not None:
+                names[id(s)] = name
+        return bound[0] if len(bound) == 1 else f"({', '.join(bound)})"
+
+    def call(
+        self, node: Node, nodes: Sequence[Node], names: dict[int, str], indent: str
+    ) -> list[str]:
+        """The call of ``node``'s group as one let; its callee printed as a helper once."""
+        name = self.helper(loop_body(node))
+        args = ", ".join(names[id(x)] for x in node.inputs)
+        target = self.bind(self.siblings(node, nodes), names)
+        return [f"{indent}let {target} = {name}({args});"]
+
+    def helper(self, fn: Function) -> str:
+        """The source name of callee ``fn``, printing its definition the first time."""
+        if fn.region_hash in self.helpers:
+            return self.helpers[fn.region_hash][0]
+        taken = {n for n, _ in self.helpers.values()}
+        name = fn.name
+        if name in taken or name.startswith(self.prefix) or name in BUILTIN_NAMES:
+            name = f"{self.prefix}fn{len(self.helpers)}"
+        self.helpers[fn.region_hash] = (name, [])  # reserved before its body is printed
+        params = [f"p{i}" for i in range(len(fn.params))]
+        names: dict[int, str] = {id(p): q for p, q in zip(fn.params, params, strict=True)}
+        body = _Printer(self.prefix, self.helpers).region(fn, names, "    ")
+        signature = ", ".join(
+            f"{q}: {type_text(p.type)}" for q, p in zip(params, fn.params, strict=True)
+        )
+        self.helpers[fn.region_hash] = (name, _definition("fn", name, signature, fn, names, body))
+        return name
 
     def loop(
         self,
@@ -205,10 +257,7 @@ class _Printer:
         """The whole loop of ``node``'s group as one let, every sibling in ``nodes`` named."""
         body = loop_body(node)
         k = len(body.results)
-        siblings: list[Node | None] = [None] * k
-        for n in nodes:
-            if n.op is Op.LOOP and loop_group(n) == loop_group(node):
-                siblings[n.int_attr("result")] = n
+        siblings = self.siblings(node, nodes)
         self.depth += 1
         index = f"{self.prefix}i{self.depth}"
         inner: dict[int, str] = {id(body.params[0]): index}
@@ -224,11 +273,7 @@ class _Printer:
         self.depth -= 1
         results = [inner[id(r)] for r in body.results]
         value = results[0] if k == 1 else f"({', '.join(results)})"
-        bound = [self.fresh() if s is not None else "_" for s in siblings]
-        for s, name in zip(siblings, bound, strict=True):
-            if s is not None:
-                names[id(s)] = name
-        target = bound[0] if k == 1 else f"({', '.join(bound)})"
+        target = self.bind(siblings, names)
         return [
             f"{indent}let {target} = for {index} in {lo}..{lo + trips} with ({inits}) {{",
             *lines,
@@ -249,17 +294,29 @@ def render(fn: Function, name: str, header: Sequence[str] = ()) -> str:
     while any(p.startswith(prefix) for p in params):
         prefix += "v"
     names: dict[int, str] = {id(p): str(p.attr("name")) for p in fn.params}
-    body = _Printer(prefix).region(fn, names, "    ")
-    results = [names[id(r)] for r in fn.results]
-    ret_types = [type_text(r.type) for r in fn.results]
-    ret = ret_types[0] if len(ret_types) == 1 else f"({', '.join(ret_types)})"
-    value = results[0] if len(results) == 1 else f"({', '.join(results)})"
+    helpers: dict[bytes, tuple[str, list[str]]] = {}
+    printer = _Printer(prefix, helpers)
+    for taken in (name, *params):  # names a helper must not take (keys no region hash has)
+        helpers[taken.encode()] = (taken, [])
+    body = printer.region(fn, names, "    ")
     signature = ", ".join(
         f"{n}: {type_text(p.type)}" for n, p in zip(params, fn.params, strict=True)
     )
     lines = [f"// {h}" if h else "//" for h in header]
-    lines += [f"export fn {name}({signature}) -> {ret} {{", *body, f"    {value}", "}"]
+    for _, text in helpers.values():
+        lines += [*text, ""] if text else []
+    lines += _definition("export fn", name, signature, fn, names, body)
     return "\n".join(lines) + "\n"
+
+
+def _definition(
+    keyword: str, name: str, signature: str, fn: Function, names: dict[int, str], body: list[str]
+) -> list[str]:
+    results = [names[id(r)] for r in fn.results]
+    ret_types = [type_text(r.type) for r in fn.results]
+    ret = ret_types[0] if len(ret_types) == 1 else f"({', '.join(ret_types)})"
+    value = results[0] if len(results) == 1 else f"({', '.join(results)})"
+    return [f"{keyword} {name}({signature}) -> {ret} {{", *body, f"    {value}", "}"]
 
 
 def roundtrip(fn: Function, text: str) -> str | None:

@@ -34,6 +34,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from keracheck import sandbox
+from keracheck.sandbox import explain
 from keracheck.worker import (
     Job,
     JobResult,
@@ -114,9 +116,16 @@ def _one_by_one(spec: str, jobs: list[Job], timeout: float, owner: int) -> dict[
 
 
 def _serve(conn: Connection, spec: str, timeout: float, owner: int) -> None:
-    """The worker process: load the back end once, then answer ``(isolate, jobs)`` requests:
-    the batch run here, or (after a failure) each case in a child of its own."""
+    """The worker process (a forkserver child, the sandbox off): contained, then
+    :func:`serve`."""
     contain_child(owner)
+    serve(conn, spec, timeout, owner)
+
+
+def serve(conn: Any, spec: str, timeout: float, owner: int = 0) -> None:
+    """Load the back end once, then answer ``(isolate, jobs)`` requests: the batch run here,
+    or (after a failure) each case in a child of its own.  In a sandbox (the ``warm`` role of
+    ``keracheck.sandbox.entry``) ``owner`` is unused: the sandbox dies with keracheck."""
     with contextlib.suppress(Exception):  # a broken plugin fails per batch, with its message
         backend_for(spec)
     while True:
@@ -147,7 +156,7 @@ class WarmWorker:
         self.spec = spec
         self.timeout = timeout
         self.proc: Any = None
-        self.conn: Connection | None = None
+        self.conn: Any = None  # a Connection, or a sandbox's Duplex
         self.starts = 0
 
     def run(self, jobs: list[Job]) -> dict[str, JobResult]:
@@ -179,10 +188,20 @@ class WarmWorker:
             return done
         except (EOFError, OSError):
             self.proc.join(5)
-            return f"target process crashed (exit code {self.proc.exitcode})"
+            return explain.crashed(self.proc.exitcode)[0]
 
     def _start(self) -> None:
         self.close()
+        if sandbox.enabled():  # a sandboxed process of the target's kind (keracheck.sandbox)
+            from keracheck.sandbox import launch, policy
+
+            kind = launch.kind_of(self.spec)
+            init = {"spec": launch.absolute_spec(self.spec), "timeout": self.timeout}
+            limits = policy.limits_for(kind, self.spec)
+            self.proc = launch.spawn(kind, "warm", self.spec, init, limits)
+            self.conn = self.proc.conn
+            self.starts += 1
+            return
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         parent, child = ctx.Pipe()
@@ -202,6 +221,10 @@ class WarmWorker:
                 self.conn.send(None)
             self.conn.close()
             self.conn = None
+        if self.proc is not None and hasattr(self.proc, "server"):  # a sandbox's child
+            self.proc.join(1.0)
+            self.proc.close()
+            self.proc = None
         if self.proc is not None:
             self.proc.join(1.0)
             if self.proc.pid is not None:

@@ -7,8 +7,10 @@ Envelope: ``{"payload": b64(payload), "payloadType": "application/vnd.in-toto+js
 base64, padded or not, but only canonical encodings (the unused low bits of the last character
 must be zero), so no two strings decode to the same bytes.  ``keyid`` is a hint.
 
-Payloads and report lines are serialised one way only (:func:`canonical_json`): sorted keys,
-no spaces, ASCII.
+Envelopes and report lines are serialised one way only (:func:`canonical_json`): sorted keys,
+no spaces, ASCII.  Signatures cover the payload bytes as they are: a verifier never
+re-serialises a payload (keracheck's report payloads keep the statement's key order,
+``report.payload_json``).
 """
 
 from __future__ import annotations

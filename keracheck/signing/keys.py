@@ -130,8 +130,14 @@ def load_private_key(
 
 
 def load_signing_key(source: str | os.PathLike[str]) -> Ed25519PrivateKey:
-    """The CLI's ``--key``: a file or ``env://VAR``, unlocked by $KERACHECK_KEY_PASSWORD if set."""
-    return load_private_key(source, PASSWORD_ENV if os.environ.get(PASSWORD_ENV) else None)
+    """The CLI's ``--key``: a file or ``env://VAR``, unlocked by $KERACHECK_KEY_PASSWORD if set.
+    Reading it needs the ``key`` capability (``keracheck.security``); its use is audited."""
+    from keracheck import security
+
+    security.check_key(os.fspath(source))
+    key = load_private_key(source, PASSWORD_ENV if os.environ.get(PASSWORD_ENV) else None)
+    security.note("key", {"source": os.fspath(source), "keyid": keyid(key.public_key())})
+    return key
 
 
 def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:

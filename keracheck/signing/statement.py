@@ -6,6 +6,12 @@ summary, predicateType :data:`RUN_PREDICATE_TYPE`, whose subjects are every case
 whose predicate lists the SHA-256 of every case payload in file order: the bundle format itself
 is not authenticated, the summary binds it (no line can be dropped, reordered or replayed from
 another report).  Schema: ``schemas/predicate-v1.json``.
+
+The statements hold the whole run document: :func:`run_from_statements` is the exact inverse
+of building them (``keracheck show REPORT`` renders a signed report as ``run --format``
+rendered the run).  Case-record fields the predicate does not name (its ``source`` position, say)
+travel in the predicate under their own names; reports written before these fields existed
+rebuild without them (``missing`` says which).
 """
 
 from __future__ import annotations
@@ -50,6 +56,12 @@ def subject_for_case(case: Mapping[str, Any], keg_name: str | None = None) -> JS
     }
 
 
+#: keys of a run document's target entry, in its order (keracheck.document.target_entry); the
+#: predicate restates the first, and copies every other key of the entry (seconds, traceback)
+_TARGET_RESTATED = ("status", "message", "loadedFingerprint", "outputs", "artifacts")
+_TARGET_KEYS = ("status", "message", "traceback", "loadedFingerprint", "seconds", "artifacts")
+
+
 def _target_record(result: Mapping[str, Any]) -> JSON:
     outputs = [
         {k: o[k] for k in ("index", "dtype", "shape")} | {"digest": {"sha256": o["sha256"]}}
@@ -57,7 +69,7 @@ def _target_record(result: Mapping[str, Any]) -> JSON:
     ]
     artifacts = [
         {"name": name, "digest": {"sha256": digest}}
-        for name, digest in sorted((result.get("artifacts") or {}).items())
+        for name, digest in (result.get("artifacts") or {}).items()
     ]
     return {
         "status": result["status"],
@@ -65,7 +77,7 @@ def _target_record(result: Mapping[str, Any]) -> JSON:
         "loadedFingerprint": result.get("loadedFingerprint"),
         "outputs": outputs,
         "artifacts": artifacts,
-    }
+    } | {k: v for k, v in result.items() if k not in _TARGET_RESTATED}
 
 
 def _toolchains(case: Mapping[str, Any], run: Mapping[str, Any]) -> JSON:
@@ -79,8 +91,23 @@ def _inputs_record(inputs: Mapping[str, Any]) -> JSON:
         "seed": inputs.get("seed"),
         "n": inputs.get("n"),
         "source": inputs.get("source"),
-        "digests": {name: {"sha256": digests[name]} for name in sorted(digests)},
+        **({"profile": inputs["profile"]} if "profile" in inputs else {}),
+        "digests": {name: {"sha256": digest} for name, digest in digests.items()},
     }
+
+
+#: keys of a run document's case record, in its order (keracheck.document.case_document); the
+#: predicate restates these, and carries any other key of the case under its own name
+_CASE_KEYS = (
+    "fingerprint", "path", "function", "source", "verdict", "keg", "inputs", "targets",
+    "divergences", "repro",
+)  # fmt: skip
+_CASE_RESTATED = frozenset(_CASE_KEYS) - {"source"}
+#: the predicate's own fields: every other field of a case predicate is a case-record key
+_PREDICATE_KEYS = frozenset(
+    {"fingerprint", "verdict", "result", "targets", "toolchains", "inputs", "divergences"}
+    | {"repro", "tool", "startedOn", "finishedOn", "kegSize"}
+)
 
 
 def statement_for_case(
@@ -101,6 +128,9 @@ def statement_for_case(
         "startedOn": info.get("startedOn"),
         "finishedOn": info.get("finishedOn"),
     }
+    if "size" in (case.get("keg") or {}):
+        predicate["kegSize"] = case["keg"]["size"]
+    predicate |= {k: v for k, v in case.items() if k not in _CASE_RESTATED}
     return {
         "_type": STATEMENT_TYPE,
         "subject": [subject_for_case(case, keg_name)],
@@ -116,8 +146,11 @@ def run_result(run: Mapping[str, Any]) -> str:
     return max(results, key=order.index, default="PASSED")
 
 
-def statement_for_run(run: Mapping[str, Any], case_payloads: Sequence[bytes]) -> JSON:
-    """The run-summary Statement; ``case_payloads`` are the case payload bytes, in file order."""
+def statement_for_run(
+    run: Mapping[str, Any], case_payloads: Sequence[bytes], audit: Mapping[str, Any] | None = None
+) -> JSON:
+    """The run-summary Statement; ``case_payloads`` are the case payload bytes, in file order;
+    ``audit``: the run's audit log (``keracheck.security``), carried as ``predicate.audit``."""
     cases = run.get("cases") or []
     if len(case_payloads) != len(cases):
         raise ValueError(f"{len(case_payloads)} case payloads for {len(cases)} cases")
@@ -136,8 +169,14 @@ def statement_for_run(run: Mapping[str, Any], case_payloads: Sequence[bytes]) ->
         "run": dict(run.get("run") or {}),
         "tool": dict(run.get("tool") or {}),
         "targets": [dict(t) for t in run.get("targets") or []],
+        "errors": list(run.get("errors") or []),
+        "staleBaseline": list(run.get("staleBaseline") or []),
         "cases": listed,
     }
+    if "sandbox" in run:  # how the targets ran: mode, mechanisms, violations
+        predicate["sandbox"] = dict(run["sandbox"])
+    if audit is not None:
+        predicate["audit"] = dict(audit)
     return {
         "_type": STATEMENT_TYPE,
         "subject": [subject_for_case(case) for case in cases],
@@ -171,3 +210,98 @@ def _is_subject(subject: Any) -> bool:
         return False
     digest = subject.get("digest")
     return isinstance(digest, dict) and {"sha3_256", "sha256"} <= set(digest)
+
+
+# --------------------------------------------------------------------------------- the inverse
+
+
+def run_from_statements(
+    cases: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], summary: Mapping[str, Any]
+) -> tuple[JSON, list[str]]:
+    """The run document a report was written from: ``cases`` are (subject, predicate) of each
+    case statement in file order, ``summary`` the run predicate.  Exact (the same JSON, key
+    order included) for reports of this version; ``missing`` names what an older report did
+    not record, which the document then lacks."""
+    from keracheck.document import SCHEMA_VERSION
+
+    missing: set[str] = set()
+    order = list((summary.get("run") or {}).get("targets") or [])
+    docs = [_case_from(subject, predicate, order, missing) for subject, predicate in cases]
+    for key, words in (("errors", "input errors"), ("staleBaseline", "stale baseline entries")):
+        if key not in summary:
+            missing.add(words)
+    run = {
+        "schemaVersion": SCHEMA_VERSION,
+        "tool": dict(summary.get("tool") or {}),
+        "run": dict(summary.get("run") or {}),
+        "summary": dict(summary.get("summary") or {}),
+        "targets": [dict(t) for t in summary.get("targets") or []],
+        "errors": list(summary.get("errors") or []),
+        "staleBaseline": list(summary.get("staleBaseline") or []),
+        "cases": docs,
+    }
+    if "sandbox" in summary:  # reports written before the sandbox existed have none
+        run["sandbox"] = dict(summary["sandbox"])
+    return run, sorted(missing)
+
+
+def _case_from(
+    subject: Mapping[str, Any], predicate: Mapping[str, Any], order: list[str], missing: set[str]
+) -> JSON:
+    path, _, function = str(subject["name"]).rpartition(":")
+    keg = {k: subject["digest"][k] for k in ("sha3_256", "sha256")}
+    if "kegSize" in predicate:
+        keg["size"] = predicate["kegSize"]
+    else:
+        missing.add(".keg sizes")
+    records = predicate.get("targets") or {}
+    ranked = sorted(records, key=lambda t: order.index(t) if t in order else len(order))
+    fields = {
+        "fingerprint": predicate["fingerprint"],
+        "path": path,
+        "function": function,
+        "verdict": predicate["verdict"],
+        "keg": keg,
+        "inputs": _inputs_from(predicate.get("inputs") or {}, missing),
+        "targets": {t: _target_from(records[t], missing) for t in ranked},
+        "divergences": list(predicate.get("divergences") or []),
+        "repro": predicate.get("repro"),
+    } | {k: v for k, v in predicate.items() if k not in _PREDICATE_KEYS}
+    return {k: fields[k] for k in _CASE_KEYS if k in fields} | fields
+
+
+def _inputs_from(record: Mapping[str, Any], missing: set[str]) -> JSON:
+    if "profile" not in record:
+        missing.add("input profiles")
+    digests = record.get("digests") or {}
+    return {
+        "seed": record.get("seed"),
+        "n": record.get("n"),
+        "source": record.get("source"),
+        "profile": record.get("profile"),
+        "digests": {name: d["sha256"] for name, d in digests.items()},
+    }
+
+
+def _target_from(record: Mapping[str, Any], missing: set[str]) -> JSON:
+    """A target entry as ``document.target_entry`` writes it: only status and message for a
+    target that never ran the case (unavailable, unsupported, no result)."""
+    entry = {"status": record["status"], "message": record.get("message")}
+    ran = record["status"] == "ok" or "seconds" in record or record.get("loadedFingerprint")
+    if not ran:
+        return entry
+    if "seconds" not in record:
+        missing.add("target times")
+    fields = {
+        **({"traceback": record["traceback"]} if "traceback" in record else {}),
+        "loadedFingerprint": record.get("loadedFingerprint"),
+        "seconds": record.get("seconds", 0.0),
+        "artifacts": {a["name"]: a["digest"]["sha256"] for a in record.get("artifacts") or []},
+    }
+    if record["status"] == "ok":
+        fields["outputs"] = [
+            {k: o[k] for k in ("index", "dtype", "shape")} | {"sha256": o["digest"]["sha256"]}
+            for o in record.get("outputs") or []
+        ]
+    extra = {k: v for k, v in record.items() if k not in (*_TARGET_RESTATED, *_TARGET_KEYS)}
+    return entry | fields | extra

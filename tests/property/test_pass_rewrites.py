@@ -13,15 +13,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from callgraphs import GRAPHS as CALL_GRAPHS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kera import passes
 from kera.dtypes import DType
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Node, const
+from kera.ir import Function, FunctionBuilder, Node, TensorType, call, callee, const, make_node
 from kera.ops import Op
-from kera.passes import cse, fold, simplify
+from kera.passes import cse, fold, inline, simplify
 from keracheck.fuzz.strategies import graphs
 from keracheck.inputs import generate
 
@@ -238,10 +239,10 @@ def test_o2_keeps_bits_on_random_graphs(fn: Function | None, seed: int) -> None:
 
 @settings(max_examples=40)
 @given(fn=graphs(), seed=st.integers(0, 2**32 - 1))
-def test_fold_and_cse_alone_keep_bits(fn: Function | None, seed: int) -> None:
+def test_inline_fold_and_cse_alone_keep_bits(fn: Function | None, seed: int) -> None:
     if fn is None:
         return
-    for p in (fold, cse):
+    for p in (inline, fold, cse):
         after, _ = p.run(fn)
         same_bits(fn, after, seed, rows=16)
 
@@ -312,3 +313,24 @@ def test_fold_folds_an_op_over_iotas_and_keeps_the_iota() -> None:
     value = fold.constant_value(eye)
     assert value is not None and value.tolist() == np.eye(3, dtype=bool).tolist()
     same_bits(fn, after, 0, rows=1)
+
+
+@pytest.mark.parametrize("name", sorted(CALL_GRAPHS))
+def test_inline_expands_every_call_and_keeps_bits(name: str) -> None:
+    """Nested calls, calls in loop bodies and loops in callees: one run leaves no call."""
+    fn = CALL_GRAPHS[name]()
+    after, rewrites = inline.run(fn)
+    assert Op.CALL in fn.ops_used() and Op.CALL not in after.ops_used()
+    assert rewrites >= 1
+    same_bits(fn, after, seed=7, rows=32)
+
+
+def test_inline_merges_a_callee_with_the_caller() -> None:
+    """After inlining, cse and fold see through the call: ``g(x) + x*x`` is one product."""
+    g = callee("g", [TensorType(DType.F32, (4,))], lambda p: [make_node(Op.MUL, [p[0], p[0]])])
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.F32, [4])
+    fn = b.build(b.op("add", call(g, [x])[0], b.op("mul", x, x)))
+    after = passes.optimize(fn, passes.pipeline(2)).function
+    add = after.results[0]
+    assert add.op is Op.ADD and add.inputs[0] is add.inputs[1]

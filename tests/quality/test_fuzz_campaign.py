@@ -143,6 +143,7 @@ def test_a_plugin_module_runs_once_per_process(tmp_path: Path, in_process: bool)
     plugin = tmp_path / "counting.py"
     plugin.write_text(COUNTING.format(log=str(log)))
     flags = ["--in-process"] if in_process else []
+    flags += ["--sandbox", "off"]  # the plugin logs to tmp_path, which a sandbox keeps it from
     res = keracheck(
         "fuzz", "--targets", "ref", "--backend-plugin", f"{plugin}:Counted", "--max-examples",
         "10", "--out", str(tmp_path / "out"), *flags, cwd=tmp_path,

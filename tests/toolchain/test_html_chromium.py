@@ -7,7 +7,10 @@ status, and below it the page is not blank.
 
 from __future__ import annotations
 
+import html as html_module
 import importlib.util
+import json
+import re
 import shutil
 import struct
 import subprocess
@@ -121,3 +124,90 @@ def test_html_report_renders_in_chromium(status: str, tmp_path: Path) -> None:
     assert _pixel(rows, WIDTH - 40, 8) == BANNER[status]  # banner spans the page's top
     body = {_pixel(rows, x, y) for y in range(80, 400, 3) for x in range(0, WIDTH, 7)}
     assert len(body) > 20, "the page below the banner has almost no distinct colours"
+
+
+# ------------------------------------------------------------------------ the page's new parts
+
+MEASURE = """<script>
+const box = e => { const r = e.getBoundingClientRect(); return [r.width, r.height, r.right]; };
+const details = () => [...document.querySelectorAll("details")].map(d => ({
+  cls: d.className, open: d.open, rows: d.querySelectorAll("tbody tr").length,
+  summary: d.querySelector("summary").textContent, height: box(d)[1],
+  visible: d.querySelector("table").checkVisibility()}));
+const out = {
+  pictures: [...document.querySelectorAll("figure svg.pic")].map(s => ({
+    figure: s.closest("figure").className, box: box(s),
+    declared: [+s.getAttribute("width"), +s.getAttribute("height")]})),
+  closed: details(),
+  sections: document.querySelectorAll("section").length,
+  banner: getComputedStyle(document.querySelector("header.sig")).backgroundColor,
+  marked: [...document.querySelectorAll(".src .hl")].map(e => e.title),
+  width: [document.documentElement.clientWidth, document.documentElement.scrollWidth],
+};
+document.querySelectorAll("details").forEach(d => { d.open = true; });
+out.opened = details();
+const pre = document.createElement("pre");
+pre.id = "measure";
+pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"""
+
+
+def _report_module() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "unit" / "test_html_report.py"
+    spec = importlib.util.spec_from_file_location("keracheck_html_report_run", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _measure(page: str, tmp_path: Path) -> dict[str, Any]:
+    """Lay the page out in Chromium and read back what a script measured there (a copy of the
+    page without its Content-Security-Policy, which would block the script)."""
+    page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
+    source = tmp_path / "measured.html"
+    source.write_text(page.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    argv = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--dump-dom",
+        source.as_uri(),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+    found = re.search(r'<pre id="measure">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"no measurement (exit {done.returncode}): {done.stderr[-2000:]}"
+    result: dict[str, Any] = json.loads(html_module.unescape(found.group(1)))
+    return result
+
+
+def test_pictures_and_folded_tables_lay_out_in_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report: Any = _report_module()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layers.kera").write_text(report.SOURCE)
+    page = html.render(report.report_run(), signature={"status": "signed", "keyid": "ab" * 32})
+    m = _measure(page, tmp_path)
+    assert [p["figure"] for p in m["pictures"]] == ["heatmap", "histogram", "bits"]
+    for picture in m["pictures"]:
+        width, height, right = picture["box"]
+        assert [width, height] == picture["declared"]  # drawn at its own size, not squashed
+        assert width > 100 and height >= 20 and right <= WIDTH
+    assert m["width"][1] <= m["width"][0], "the page scrolls sideways"
+    assert m["banner"] == "rgb(232, 240, 251)"  # .sig-signed
+    assert m["sections"] == 2
+    assert m["marked"] == ["export fn", "first diverging node (ref vs cpu)"]
+    closed = {d["cls"]: d for d in m["closed"]}
+    assert set(closed) == {"folded agreeing", "more"}
+    assert closed["folded agreeing"]["summary"] == "3 agreeing cases"
+    assert closed["more"]["summary"] == "Mismatching elements 9\u2013256 of 4,800"
+    assert [closed["folded agreeing"]["rows"], closed["more"]["rows"]] == [3, 256 - 8]
+    for d in m["closed"]:
+        assert not d["open"] and not d["visible"] and d["height"] < 40, d  # the summary only
+    for d in m["opened"]:
+        assert d["open"] and d["visible"] and d["height"] > 15 * d["rows"], d  # every row

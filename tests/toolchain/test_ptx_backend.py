@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from callgraphs import GRAPHS as CALL_GRAPHS
 from loopgraphs import GRAPHS
 
 from kera.backends.ptx import SUPPORTED, emit, emit_graph, kernel_name
@@ -158,6 +159,7 @@ def test_every_contract_op_is_lowered() -> None:
     assert not names, f"ops without a PTX lowering: {sorted(names)}"
     covered = {node.op.value for _, fn, _ in CASES for node in fn.nodes()}
     covered |= {op.value for make in GRAPHS.values() for op in make().ops_used()}  # loops
+    covered |= {op.value for make in CALL_GRAPHS.values() for op in make().ops_used()}  # calls
     assert covered == {str(op) for op in Op}
 
 

@@ -37,6 +37,7 @@ from keracheck.targets.verilog import (
     render_testbench,
     render_wrapper,
     run_plain,
+    write_inputs,
 )
 from keracheck.targets.verilog.batch import Batch
 
@@ -197,8 +198,7 @@ def test_bench_measures_the_documented_latency() -> None:
         work = Path(tmp)
         tb = work / "kera_tb.v"
         tb.write_text(render_testbench(batch.designs))
-        (work / "plan.txt").write_text(batch.plan())
-        (work / "in.bin").write_bytes(batch.input_bytes())
+        write_inputs(work, batch)
         sources = [tb, *batch.write_design_files(work), *rtl_sources()]
         Iverilog().run(Iverilog().compile(sources, "kera_tb", work / "tb.vvp"), cwd=work)
         measured = dict(line.split() for line in (work / "lat.txt").read_text().splitlines())

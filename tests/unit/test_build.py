@@ -10,11 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kera import keg, mathlib
+from kera import keg, mathlib, passes
 from kera.dtypes import DType
 from kera.frontend import compile_source, render_diagnostics
 from kera.interp import interpret
-from kera.ir import Function, FunctionBuilder, Graph, const_bytes, const_value
+from kera.ir import Function, FunctionBuilder, Graph, const_bytes, const_value, loop_group
+from kera.ops import Op
 from kera.syntax import literals
 
 F32, F64, I32, I64, BOOL = DType.F32, DType.F64, DType.I32, DType.I64, DType.BOOL
@@ -93,11 +94,25 @@ def test_movement_and_iota() -> None:
     assert got.fingerprint == want.fingerprint
 
 
-def test_calls_are_inlined() -> None:
+def inlined(f: Function) -> Function:
+    return passes.optimize(f, passes.resolve(["inline"])).function
+
+
+def test_calls_are_call_nodes_until_inlined() -> None:
     with_call = "fn sq(v: f32) -> f32 { v * v }\nexport fn f(x: f32) -> f32 { sq(x) + sq(2.0) }"
     inline = "export fn f(x: f32) -> f32 { x * x + 2.0 * 2.0 }"
-    assert fp(with_call) == fp(inline)
+    got = fn(with_call)
+    calls = [n for n in got.nodes() if n.op is Op.CALL]
+    assert len(calls) == 2 and calls[0].attr("body") is calls[1].attr("body")  # built once
+    assert got.fingerprint != fp(inline)  # -O0 keeps the structure
+    assert inlined(got).fingerprint == fp(inline)  # the inline pass gives the expansion
     assert list(build(with_call).functions) == ["f"]  # only exports are entry points
+
+
+def test_callee_parameter_names_do_not_change_the_fingerprint() -> None:
+    a = "fn sq(v: f32) -> f32 { v * v }\nexport fn f(x: f32) -> f32 { sq(x) }"
+    b = "fn sq(w: f32) -> f32 { w * w }\nexport fn f(x: f32) -> f32 { sq(x) }"
+    assert fp(a) == fp(b)
 
 
 def test_calls_returning_tuples_and_fields() -> None:
@@ -105,7 +120,10 @@ def test_calls_returning_tuples_and_fields() -> None:
         "fn pair(a: f32, b: f32) -> (f32, f32) { (a + b, a - b) }\n"
         "export fn f(x: f32, y: f32) -> f32 { let p = pair(x, y); p.0 * pair(y, x).1 }"
     )
-    assert fp(src) == fp("export fn f(x: f32, y: f32) -> f32 { (x + y) * (y - x) }")
+    want = fp("export fn f(x: f32, y: f32) -> f32 { (x + y) * (y - x) }")
+    assert inlined(fn(src)).fingerprint == want
+    groups = {loop_group(n) for n in fn(src).nodes() if n.op is Op.CALL}
+    assert len(groups) == 2  # pair(x, y) and pair(y, x): one group (one run) per call
 
 
 def test_scalar_operands_broadcast_explicitly() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
+from kera import limits
 from kera.frontend import compile_source, render_diagnostics
 
 DOCS = Path(__file__).parents[2] / "docs" / "language.md"
@@ -24,6 +26,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0011", "export fn f(a: i32) -> bool { a < a < a }", "comparison operators cannot be chained; combine comparisons with '&&'", "<"),
     ("E0012", "export fn f() -> f32 { " + "(" * 200 + "1.0" + ")" * 200 + " }", "brackets nested more than 100 deep; use let bindings", "("),
     ("E0013", "export fn f() -> f32 { let a = 1.0; }", "a block ends with its value: add an expression before '}'", "}"),
+    ("E0014", "export fn f(x: f32) -> f32 { let y = x * 2.0; return y; }", "Kera has no 'return': a block ends with its value; write `y` without 'return' and ';'", "return"),
     # names and items
     ("E0101", "export fn f(value: f32) -> f32 { valu }", "unknown name 'valu'; did you mean 'value'?", "valu"),
     ("E0101", "export fn f(x: f32) -> f32 { sum }", "'sum' is a function; call it: sum(...)", "sum"),
@@ -38,7 +41,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0109", "fn g(x: f32) -> f32 { x }\nexport fn f(x: f32) -> f32 { g(x = x) }", "'g' takes positional arguments only", "x = x"),
     ("E0109", "export fn f(x: f32[4]) -> f32 { sum(x, axis = 0, axis = 0) }", "argument 'axis' is given twice", "axis = 0"),
     ("E0109", "export fn f(x: f32[4]) -> f32 { sum(axis = 0, x) }", "a positional argument cannot follow a keyword argument", "x"),
-    ("E0111", "fn g0(x: f32) -> f32 { x }\n" + "".join(f"fn g{j}(x: f32) -> f32 {{ g{j - 1}(x * 2.0) + g{j - 1}(x * 3.0) }}\n" for j in range(1, 19)) + "export fn f(x: f32) -> f32 { g18(x) }", "this function expands to more than 200,000 expressions through its calls (each call inlines the callee's body; raise it with --limit expansion=N or KERA_LIMITS=expansion=N)", "export fn f(x: f32) -> f32 { g18(x) }"),
+    ("E0111", "fn g0(x: f32) -> f32 { x }\n" + "".join(f"fn g{j}(x: f32) -> f32 {{ g{j - 1}(x * 2.0) + g{j - 1}(x * 3.0) }}\n" for j in range(1, 19)) + "export fn f(x: f32) -> f32 { g18(x) }", "this function expands to more than 200,000 expressions through its calls (counting each call as its callee's body; raise it with --limit expansion=N or KERA_LIMITS=expansion=N)", "export fn f(x: f32) -> f32 { g18(x) }"),
     ("E0112", "fn g0(x: f32) -> f32 { x }\n" + "".join(f"fn g{j}(x: f32) -> f32 {{ g{j - 1}(x) }}\n" for j in range(1, 10_002)) + "export fn f(x: f32) -> f32 { g10001(x) }", "calls nest more than 10,000 deep here (raise it with --limit call_depth=N or KERA_LIMITS=call_depth=N)", "g2"),
     ("E0110", "export fn f(x: f16) -> f32 { 1.0 }", "unknown type 'f16' (types: bool, i32, i64, u32, u64, f32, f64)", "f16"),
     # typing rules of kera.ops
@@ -198,3 +201,67 @@ def test_long_recursion_chains_are_abbreviated() -> None:
         "recursive call (g0 -> g1 -> g2 -> ... 35 more ... -> g38 -> g39 -> g0);"
         " Kera has no recursion"
     )
+
+
+# `return` (E0014): one diagnostic with the fix, never a cascade; a name `return` still works
+RETURNS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("export fn f(x: f32[4]) -> f32[4] {\n    return x * 2.0\n}", [("E0014", "write `x * 2.0` without 'return'")]),
+    ("export fn f(x: f32) -> f32 { if x > 0.0 { return x; } else { return -x; } }", [("E0014", "write `x` without 'return' and ';'"), ("E0014", "write `-x` without 'return' and ';'")]),
+    ("export fn f(x: f32) -> (f32, f32) { return (x, x); }", [("E0014", "write `(x, x)` without 'return' and ';'")]),
+    ("export fn f(x: f32[4]) -> f32[4] { for i in 0..4 with (a = x) { return a * 2.0; } }", [("E0014", "write `a * 2.0` without 'return' and ';'")]),
+    ("export fn f(x: f32) -> f32 { return x; let y = x; y }", [("E0014", "for an early return, end the block with if c { a } else { b }")]),
+    ("export fn f(x: f32) -> f32 { let y = x; return; }", [("E0014", "end it with an expression")]),
+    # a separate mistake in the value is still reported, once
+    ("export fn f(x: f32) -> f32 { return x + 1i32; }", [("E0014", "write `x + 1i32` without 'return' and ';'"), ("E0201", "add needs operands of one dtype, got f32 and i32")]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("src", "want"), RETURNS)
+def test_return_is_one_diagnostic_with_the_fix(src: str, want: list[tuple[str, str]]) -> None:
+    diags = compile_source(src).diagnostics
+    prefix = "Kera has no 'return': a block ends with its value; "
+    got = [(d.code, d.message.removeprefix(prefix)) for d in diags]
+    assert got == want
+    assert all(src[d.start : d.end] == "return" for d in diags if d.code == "E0014")
+
+
+def test_return_fixed_as_the_hint_says_compiles() -> None:
+    """Doing what the message says gives a program that compiles."""
+    src = "export fn f(x: f32[4]) -> f32[4] {\n    let y = x * 2.0;\n    return y;\n}\n"
+    (d,) = compile_source(src).diagnostics
+    assert d.message.endswith("write `y` without 'return' and ';'")
+    assert compile_source(src.replace("return y;", "y")).ok
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "export fn f(x: f32) -> f32 { let return = x; return - x }",
+        "export fn f(x: f32) -> f32 { let return = x; return * x }",
+        "export fn f(x: f32) -> f32 { let return = x; return }",
+        "export fn f(return: f32[2]) -> f32 { return[0] }",
+        "fn return(x: f32) -> f32 { x }\nexport fn f(x: f32) -> f32 { return(x) }",
+    ],
+)
+def test_a_name_return_is_still_a_name(src: str) -> None:
+    assert compile_source(src).ok
+
+
+def test_indexing_a_tensor_needs_no_hint() -> None:
+    """``x[0]`` on a tensor is indexing (the language has it), so no hint points at slice;
+    on a scalar it is E0313 (in CASES)."""
+    assert compile_source("export fn f(x: f32[4]) -> f32 { x[0] }").ok
+    assert compile_source("export fn f(x: f32[4], i: i32) -> f32 { x[i] }").ok
+
+
+def test_a_type_resolved_before_is_checked_against_the_limits_now_in_force() -> None:
+    src = "export fn f(x: f32[64, 64]) -> f32[64, 64] { x }"
+    assert compile_source(src).ok  # resolved once (and kept by its text)
+    saved = limits.current()
+    limits.set_limits(dataclasses.replace(saved, elements=100))
+    try:
+        diags = compile_source(src).diagnostics
+    finally:
+        limits.set_limits(saved)
+    assert {d.code for d in diags} == {"E0215"}
+    assert compile_source(src).ok

@@ -98,6 +98,7 @@ PROBES: dict[Op, Callable[[DType], Probe]] = {
     Op.DYNAMIC_SLICE: lambda dt: ([_t(dt, 4), _t(DType.I32, 1)], {"size": (2,)}),
     Op.DYNAMIC_UPDATE_SLICE: lambda dt: ([_t(dt, 4), _t(dt, 2), _t(DType.I32, 1)], {}),
     Op.LOOP: lambda dt: _loop_probe(dt),
+    Op.CALL: lambda dt: _call_probe(dt),
 }
 
 
@@ -106,6 +107,13 @@ def _loop_probe(dt: DType) -> Probe:
     init = kera.ir.param(0, "x", dt, [4])
     node = kera.ir.loop(0, 2, [init], lambda i, c: c)[0]
     return [init.type], node.attrs
+
+
+def _call_probe(dt: DType) -> Probe:
+    """A call of an identity callee on one dt[4] value."""
+    fn = kera.ir.callee("g", [_t(dt, 4)], lambda ps: ps)
+    node = kera.ir.call(fn, [kera.ir.param(0, "x", dt, [4])])[0]
+    return [node.inputs[0].type], node.attrs
 
 
 def _accepts(op: Op, dt: DType) -> bool:

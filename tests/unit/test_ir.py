@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,9 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kera import ir, limits
 from kera.dtypes import DType
-from kera.ir import Function, FunctionBuilder, Graph, IRError, const, make_node
-from kera.ops import TypeRuleError
+from kera.ir import Function, FunctionBuilder, Graph, IRError, Node, const, make_node
+from kera.ops import Op, TensorType, TypeRuleError
 from kera.text import graph_text
 
 
@@ -166,3 +168,59 @@ def test_record_order_is_the_walk_from_params_then_results() -> None:
         assert res.graph is not None
         for fn in res.graph.functions.values():
             assert fn.record_order() == topo_order([*fn.params, *fn.results]), fn.name
+
+
+def test_a_sweep_drops_the_nodes_only_the_table_holds() -> None:
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.F32, [4])
+    kept = b.op("neg", x)
+    dropped = b.op("abs", b.op("sqrt", kept))
+    h_kept, h_dropped = kept.hash, dropped.hash
+    fn = b.build(dropped)
+    del dropped
+    assert ir.interned(h_dropped) is fn.results[0]  # held by the function
+    del fn, b  # the function's __del__ sweeps; a sweep is also run here for certain
+    ir.sweep()
+    assert ir.interned(h_dropped) is None
+    assert ir.interned(h_kept) is kept and ir.interned(x.hash) is x  # still held here
+    again = make_node("abs", [make_node("sqrt", [kept])])
+    assert again.hash == h_dropped and ir.interned(h_dropped) is again
+
+
+def test_a_freed_graph_takes_its_nodes_with_it() -> None:
+    ir.sweep()
+    before = len(ir._INTERNED)
+    b = FunctionBuilder("f")
+    v = b.param("v", DType.I32, [3])
+    for k in range(2 * before + 100):  # more nodes than the table held: worth a sweep
+        v = b.op("add", v, const(k, DType.I32, [3]))
+    g = Graph([b.build(v)])
+    del b, v
+    assert len(ir._INTERNED) > 2 * before
+    del g  # no explicit sweep: the function's __del__ sweeps when this many nodes died
+    assert len(ir._INTERNED) <= before
+
+
+def test_nodes_hold_one_object_per_type() -> None:
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.F32, [4])
+    y = b.param("y", DType.F32, [4])
+    mine = TensorType(DType.F32, (4,))
+    z = Node(Op.NEG, mine, (x,), ())  # a type object made by the caller
+    assert x.type is y.type is z.type is b.op("add", x, y).type
+    assert z.type == mine
+
+
+def test_inferred_types_follow_the_limits_in_force() -> None:
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.F32, [64])
+    assert make_node("reshape", [x], {"shape": [8, 8]}).shape == (8, 8)  # inferred once
+    saved = limits.current()
+    limits.set_limits(dataclasses.replace(saved, elements=32))
+    try:
+        with pytest.raises(TypeRuleError) as e:  # the same inference, now over the budget
+            make_node("reshape", [x], {"shape": [8, 8]})
+        assert e.value.code == "E0215"
+    finally:
+        limits.set_limits(saved)
+    assert make_node("reshape", [x], {"shape": [8, 8]}).shape == (8, 8)

@@ -131,3 +131,21 @@ def test_repeated_node_records_are_rejected() -> None:
 def test_bool_parameter_index_is_rejected() -> None:
     with pytest.raises(IRError, match="non-negative integer"):
         param(True, "x", DType.I32)
+
+
+def test_two_equal_callees_are_one_region_and_one_attribute_set() -> None:
+    from kera import ir
+    from kera.frontend import compile_source
+
+    src = """fn h1(x: f32) -> f32 { x * 2.0 }
+fn h2(x: f32) -> f32 { x * 2.0 }
+export fn f(a: f32, b: f32) -> f32 { h1(a) + h2(b) }
+"""
+    graph = compile_source(src).graph
+    assert graph is not None
+    calls = [n for n in graph.functions["f"].nodes() if n.op == "call"]
+    assert calls[0].attr("body") is not calls[1].attr("body")  # equal bodies, two objects
+    data = dumps(graph)
+    del graph, calls
+    ir.sweep()  # the loader must build every node itself
+    assert dumps(loads(data)) == data  # was "not in canonical form": a set per body object

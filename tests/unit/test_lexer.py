@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kera.syntax.kinds import SyntaxKind as K
-from kera.syntax.lexer import Tokens, lex
+from kera.syntax.lexer import Tokens, _lex_each, lex
 
 
 def kinds(src: bytes, trivia: bool = False) -> list[tuple[str, bytes]]:
@@ -176,3 +178,45 @@ def test_dotdot_next_to_numbers_and_fields(src: bytes, want: list[str]) -> None:
 def test_suffix_after_dotdot_is_checked_like_any_number() -> None:
     t = lex(b"0..6u8")
     assert [d.code for d in t.diagnostics] == ["E0004"]
+
+
+def _same_tokens(data: bytes) -> None:
+    fast, each = lex(data), _lex_each(data)
+    assert (fast.kinds, fast.starts, fast.diagnostics) == (
+        each.kinds,
+        each.starts,
+        each.diagnostics,
+    )
+    assert [type(k) for k in fast.kinds] == [type(k) for k in each.kinds]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        SAMPLE,
+        b"",
+        b"t.0.1 + t.12 ..3 2..6u32 1..5 0x1f32 1e+5e-6 1.5f64 inf nan",
+        b"x" * 300,  # an identifier over the name limit: reported, so lexed token by token
+        b"9" * 50 + b" t." + b"9" * 50,
+        b"/* unterminated",
+        b"let a = 3u8; // bad suffix",
+        "é + \xff".encode("utf-8", "surrogateescape"),
+        b"a @ b # c",
+    ],
+)
+def test_the_fast_path_gives_the_tokens_of_the_token_by_token_lexer(data: bytes) -> None:
+    _same_tokens(data)
+
+
+def test_a_source_without_lexical_errors_takes_the_fast_path() -> None:
+    assert lex(SAMPLE).texts  # kept only by the fast path
+    assert not lex(b"x" * 300).texts  # reported: token by token
+
+
+@settings(max_examples=200)
+@given(
+    st.binary(max_size=200)
+    | st.text(alphabet="x1e+-._/*\n \t.0f3u2ab()[]{}é", max_size=60).map(str.encode)
+)
+def test_the_fast_path_agrees_on_any_input(data: bytes) -> None:
+    _same_tokens(data)

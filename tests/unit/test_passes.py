@@ -173,8 +173,8 @@ def test_fixed_point_rounds_and_stats(fn: Function) -> None:
     out = passes.optimize(fn, passes.pipeline(2))
     assert out.converged and out.rounds == 2  # round 2 changes nothing
     first = [s for s in out.stats if s.round == 1]
-    assert [s.name for s in first] == ["fold", "simplify", "cse"]
-    fold = first[0]
+    assert [s.name for s in first] == ["inline", "fold", "simplify", "cse"]
+    fold = first[1]
     assert (fold.nodes_before, fold.nodes_after, fold.rewrites) == (
         6,
         6,
@@ -238,7 +238,7 @@ def test_keg_records_the_pipeline_and_source_fingerprint(fn: Function) -> None:
     assert data[4:6] == b"\2\0"  # format version 2: has a provenance section
     back = keg.loads(data)
     assert back.provenance is not None
-    assert back.provenance.pipeline == ("fold@2", "simplify@1", "cse@1")
+    assert back.provenance.pipeline == ("inline@1", "fold@2", "simplify@1", "cse@1")
     assert back.source_fingerprints() == {"f": fn.fingerprint}
     assert back.functions["f"].fingerprint != fn.fingerprint
     assert keg.dumps(Graph([fn]))[4:6] == b"\1\0"  # -O0 graphs keep format version 1
@@ -264,10 +264,10 @@ def test_kerac_levels_and_options(tmp_path: Path) -> None:
     opt, plain = fp.stdout.splitlines()
     assert plain.split()[0] in opt and "(source " in opt and "(source" not in plain
     shown = _kerac("show", str(tmp_path / "k2.keg"), cwd=tmp_path).stdout
-    assert shown.startswith("; optimised by fold@2, simplify@1, cse@1")
+    assert shown.startswith("; optimised by inline@1, fold@2, simplify@1, cse@1")
     assert "add" not in shown  # x + 0 is gone
     after = _kerac("show", "--after", "fold", str(src), cwd=tmp_path).stdout
-    assert "; optimised by fold@2\n" in after and "add" in after
+    assert "; optimised by inline@1, fold@2\n" in after and "add" in after
     printed = _kerac(
         "build", "--print-after", "simplify", str(src), "-o", str(tmp_path / "x.keg"), cwd=tmp_path
     )

@@ -2,7 +2,7 @@
 known)``) still catches what a pass breaks, and a corrupted input in the first, full
 validation; an idempotent pass is skipped only on its own output; the cyclic collector is
 paused only while a pipeline runs; ``topo_order`` is the recursive walk it unrolls; and
-``fold`` and ``cse`` are idempotent on the corpus, as their ``IDEMPOTENT`` flags claim."""
+``fold``, ``cse`` and ``inline`` are idempotent on the corpus (and the call graphs), as their ``IDEMPOTENT`` flags claim."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from callgraphs import GRAPHS as CALL_GRAPHS
 
 from kera import passes
 from kera.dtypes import DType
 from kera.frontend import compile_source
 from kera.ir import Function, FunctionBuilder, Node, TensorType, const, topo_order
 from kera.ops import Op
-from kera.passes import InvariantError, Pass, PassError, PassManager, cse, fold, validate
+from kera.passes import InvariantError, Pass, PassError, PassManager, cse, fold, inline, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 _set = object.__setattr__
@@ -214,11 +215,11 @@ def test_topo_order_is_the_recursive_walk() -> None:
             assert topo_order([*region.results, *nodes[::-5]], stop) == want
 
 
-@pytest.mark.parametrize("module", [fold, cse], ids=["fold", "cse"])
+@pytest.mark.parametrize("module", [fold, cse, inline], ids=["fold", "cse", "inline"])
 def test_idempotent_builtins_hand_their_output_back(module: object) -> None:
     run = module.run  # type: ignore[attr-defined]
     assert module.IDEMPOTENT is True  # type: ignore[attr-defined]
-    for f in CORPUS:
+    for f in [*CORPUS, *(build() for build in CALL_GRAPHS.values())]:
         once, _ = run(f)
         twice, rewrites = run(once)
         assert twice is once and rewrites == 0, f.name

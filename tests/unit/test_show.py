@@ -1,5 +1,6 @@
 """`keracheck show`: a saved JSON run renders in every format exactly as `run --format` did
-(timestamps aside), with the run's exit code; bad files are clear usage errors."""
+(timestamps aside), with the run's exit code; bad files are clear usage errors.  Signed
+reports: tests/unit/test_output_formats.py."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def test_show_renders_like_run(fmt: str, tmp_path: Path, monkeypatch: pytest.Mon
         (b"[1, 2]", "not a keracheck run"),
         (b'{"schemaVersion": 1, "summary": {}}', "not a keracheck run: no tool, run, targets"),
         (b"[" * 100_000, "not JSON"),
+        (b'{"payloadType": "x"}\n', "run.json (read without a key):\n  line 1: envelope keys are"),
+        (b'{"payloadType": "x"}', "run.json (read without a key):\n  report: empty or does not"),
     ],
 )
 def test_show_refuses_what_is_not_a_run(

@@ -2,16 +2,15 @@
 
 One registry of named passes (``PASSES``); each is a small module whose docstring states its
 rewrite and why it keeps every bit of the contract (``docs/passes.md``).  ``pipeline(level)``
-gives a level's passes: ``-O0`` none (the graph exactly as the front end built it), ``-O1``
-``fold, cse``, ``-O2`` ``fold, simplify, cse`` (the default of ``kerac build``), each run to a
-fixed point.  Third-party passes come from the ``kera.passes`` entry-point group or
+gives a level's passes: ``-O0`` none (the graph exactly as the front end built it, calls
+kept), ``-O1`` ``inline, fold, cse``, ``-O2`` ``inline, fold, simplify, cse`` (the default of
+``kerac build``), each run to a fixed point.  Third-party passes come from the ``kera.passes`` entry-point group or
 ``load_plugin("module:attr" | "file.py:attr")`` and run after the built-in ones at ``-O1`` and
 above, so that a team can test its own rewrite with ``keracheck --pass-plugin``.
 
 Common subexpressions and dead code need no pass: nodes are interned (identical content is one
 node) and a function holds only what its results reach; ``cse`` adds what interning cannot see
-(commutative operand order).  Inlining is done by the front end, and elementwise fusion is not
-built yet: see ``docs/passes.md``.
+(commutative operand order).  Elementwise fusion is not a pass: see ``docs/passes.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from kera.ir import Function, Graph
-from kera.passes import cse, fold, simplify
+from kera.passes import cse, fold, inline, simplify
 from kera.passes.manager import Outcome, Pass, PassError, PassManager, PassStat
 from kera.passes.validate import InvariantError, validate
 from kera.plugins import PluginSpecError, import_attr, instance
@@ -35,9 +34,13 @@ def _builtin(module: ModuleType) -> Pass:
     return Pass(module.NAME, module.VERSION, module.run, doc, getattr(module, "IDEMPOTENT", False))
 
 
-PASSES: dict[str, Pass] = {p.name: p for p in map(_builtin, (fold, cse, simplify))}
+PASSES: dict[str, Pass] = {p.name: p for p in map(_builtin, (inline, fold, cse, simplify))}
 
-LEVELS: dict[int, tuple[str, ...]] = {0: (), 1: ("fold", "cse"), 2: ("fold", "simplify", "cse")}
+LEVELS: dict[int, tuple[str, ...]] = {
+    0: (),
+    1: ("inline", "fold", "cse"),
+    2: ("inline", "fold", "simplify", "cse"),
+}
 DEFAULT_LEVEL = 2
 
 

@@ -6,10 +6,10 @@ returns in its place.  Interning does the rest: a rebuilt node identical to a li
 that node, so common subexpressions merge by construction, and nodes that nothing reaches any
 more are simply not part of the new function (``Function`` holds only what its results need).
 
-A loop's body is a region of its own, held in the loop node's ``body`` attribute: ``rewrite``
-rewrites it with the same rule first (once per distinct body) and rebuilds the loop node on
-the new body, so every pass reaches every region.  A body keeps its parameters (index, carried
-values, captures) as they are.
+A loop's body (or a call's callee) is a region of its own, held in the node's ``body``
+attribute: ``rewrite`` rewrites it with the same rule first (once per distinct body) and
+rebuilds the node on the new body, so every pass reaches every region.  A body keeps its
+parameters (a loop's index, carried values and captures; a callee's arguments) as they are.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kera.ir import Function, Node, loop_body
-from kera.ops import Op
+from kera.ops import REGION_OPS, Op
 
 #: node -> replacement, or None to keep it
 Rule = Callable[[Node], Node | None]
@@ -41,7 +41,7 @@ def rewrite(
     memoises rewritten loop bodies by region hash (shared by nested calls)."""
     new: dict[Node, Node] = {}  # nodes hash by identity (they define no ``__eq__``)
     count = 0
-    param, loop = Op.PARAM, Op.LOOP
+    param = Op.PARAM
     bodies = {} if bodies is None else bodies
     for node in fn.nodes():
         op = node.op
@@ -49,7 +49,7 @@ def rewrite(
             new[node] = node
             continue
         original = node
-        if op is loop:
+        if op in REGION_OPS:
             node, n = _with_rewritten_body(node, rule, bodies)
             count += n
         inputs = node.inputs

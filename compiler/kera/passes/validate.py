@@ -16,9 +16,9 @@ Invariants, each a function below (the order they are checked in):
 ``type``        every node's type re-infers with ``kera.ops.infer`` (leaves: a constant holds
                 exactly its type's bytes)
 ``results``     every result is a node of the function
-``body``        every loop's body is itself a region meeting all of the above (checked once
-                per distinct body, recursively); the loop's own ``type`` check covers how the
-                body's parameters and results match the loop's operands
+``body``        every loop's body and every callee is itself a region meeting all of the
+                above (checked once per distinct body, recursively); the loop's or call's own
+                ``type`` check covers how the body's parameters and results match its operands
 
 Incremental validation (what the pass manager does after the first, full one):
 ``validate(fn, known)`` takes the nodes an earlier call vouched for (it returns them) and
@@ -50,7 +50,7 @@ from kera.ir import (
     region_hash,
     topo_order,
 )
-from kera.ops import Op, TensorType, TypeRuleError, infer
+from kera.ops import REGION_OPS, Op, TensorType, TypeRuleError, infer
 
 
 class InvariantError(Exception):
@@ -146,13 +146,13 @@ def _types(fn: Function, new: Nodes = None) -> None:
         types = [x.type for x in node.inputs]
         # a type by its fields: a ``TensorType``'s own ``__hash__`` is a Python-level call
         key = (op, items, *[type(v) for _, v in items], *[(t.dtype, t.shape) for t in types])
-        t = memo.get(key) if op is not Op.LOOP else None
+        t = memo.get(key) if op not in REGION_OPS else None
         if t is None:
             try:
                 t = infer(op, types, node.attrs)
             except TypeRuleError as e:
                 raise InvariantError("type", f"does not type-check: {e}", node) from None
-            if op is not Op.LOOP:
+            if op not in REGION_OPS:
                 memo[key] = t
         if t is not node.type and t != node.type:
             raise InvariantError("type", f"re-infers as {t}, stored {node.type}", node)
@@ -190,7 +190,7 @@ def validate(
     valid = set(nodes)
     seen = set() if _seen is None else _seen
     for node in nodes:
-        if node.op is not Op.LOOP:
+        if node.op not in REGION_OPS:
             continue
         body = loop_body(node)
         if body.region_hash in seen:

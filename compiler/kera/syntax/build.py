@@ -24,10 +24,12 @@ explicit ``broadcast`` node; a deferred literal reaching a tensor-typed ``let``,
 result is built as a scalar constant and broadcast.  ``-`` directly before a number literal is
 part of the literal (``-2147483648`` is an ``i32``; ``-0.0`` has its sign bit set).
 
-Calls to user functions are expanded in place (the callee's body is evaluated with the
-arguments bound to its parameters), so an export's graph, and its fingerprint, covers its
-callees by construction.  Expansions are memoised per (callee, argument nodes).  A call to a
-function that is already being expanded is recursion: reported once per call site (E0105)
+A call to a user function is a ``call`` node per result (``kera.ir.call``) holding the callee
+as a region: the callee's body is evaluated once, on parameters named ``_0``, ``_1``, ... by
+position (``Builder.callee``), whatever the arguments, so an export's graph, and its
+fingerprint, covers its callees by construction, and renaming a callee's parameter changes
+nothing.  The ``inline`` pass (``-O1`` and up) expands calls; ``-O0`` keeps them.  A call to a
+function that is already being evaluated is recursion: reported once per call site (E0105)
 with the chain of calls, and poison.
 
 ``if c { a } else { b }`` is ``select(c, a, b)``: every branch is evaluated, and tuple-valued
@@ -60,6 +62,7 @@ import numpy as np
 from kera import limits
 from kera.dtypes import DType
 from kera.ir import Function, IRError, Node, const_bytes, make_node, param, start_vector
+from kera.ir import call as ir_call
 from kera.ir import loop as ir_loop
 from kera.ops import (
     ARITY,
@@ -251,6 +254,14 @@ Request = tuple[SyntaxNode | None, Env]  # None: a part a syntax error left miss
 Handler = Generator[Request, Value, Value]
 
 
+class _Pending:
+    """Builder.leaf's answer for an expression the driver evaluates."""
+
+
+PENDING = _Pending()
+_LEAVES = frozenset({K.NAME_REF, K.LITERAL})
+
+
 class _NotStatic:
     """static_int's answer for an expression that is not an integer literal."""
 
@@ -263,9 +274,9 @@ def static_int(node: SyntaxNode) -> int | _NotStatic | None:
     :data:`NOT_STATIC` for any other expression; None for a literal the lexer reported."""
     negate = isinstance(node, PrefixExpr) and node.op() == K.MINUS
     inner = node.operand() if isinstance(node, PrefixExpr) and negate else node
-    if not isinstance(inner, Literal) or inner.tok().kind != K.INT_NUMBER:
+    if not isinstance(inner, Literal) or inner.tok_kind() != K.INT_NUMBER:
         return NOT_STATIC
-    lit = literals.parse(inner.tok().text)
+    lit = literals.parse(inner.tok_text())
     if lit is None:
         return None
     if lit.suffix is not None:
@@ -292,13 +303,20 @@ def _normalize_axis(attrs: dict[str, AttrValue], nodes: list[Node]) -> dict[str,
     return {**attrs, "axis": axis + len(shape)}
 
 
+def _expansion_message(budget: int) -> str:
+    return (
+        f"this function expands to more than {budget:,} expressions through its calls "
+        f"(counting each call as its callee's body; {limits.hint('expansion')})"
+    )
+
+
 class Builder:
     """Evaluates function bodies to IR nodes, reporting into ``r``."""
 
     def __init__(self, sigs: dict[str, Signature], r: Reporter) -> None:
         self.sigs = sigs
         self.r = r
-        self.memo: dict[tuple[Any, ...], tuple[tuple[Node, ...], Value]] = {}
+        self.callees: dict[str, Function | None] = {}  # each called function, built once
         self.consts: dict[tuple[literals.Literal, DType], Node] = {}
         self.active: list[str] = []  # the functions being expanded, outermost first
         self.active_set: set[str] = set()  # the same, for O(1) recursion checks
@@ -308,6 +326,11 @@ class Builder:
         self.expanded: set[str] = set()  # functions whose body some call has evaluated
         self.loop_depth = 0  # loop bodies being evaluated (nested drivers on the stack)
         self.check_serial = 0  # names the placeholders of a loop body that is only checked
+        #: node hash -> (span of the expression that first built it, the enclosing let's
+        #: pattern): a side table, off (None) unless a caller sets it to {} (keracheck's
+        #: localisation of a divergence); positions are not part of any node or hash
+        self.spans: dict[bytes, tuple[Span, str | None]] | None = None
+        self.lets: list[str] = []  # patterns of the lets being evaluated (only with spans)
         self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
             K.BLOCK: self.block,
             K.BIN_EXPR: self.binary,
@@ -337,7 +360,9 @@ class Builder:
                 if not stack:
                     return send
                 continue
-            self.charge()
+            self.steps += 1  # charge(), inline: once per expression
+            if self.steps > self.limits.expansion:
+                raise _Budget("E0111", _expansion_message(self.limits.expansion))
             started = self.start(child, child_env)
             if started is None or isinstance(started, _VALUES):
                 send = started
@@ -346,8 +371,6 @@ class Builder:
                 send = None
 
     def start(self, node: SyntaxNode | None, env: Env) -> Value | Handler:
-        while isinstance(node, ParenExpr):
-            node = node.inner()
         if node is None:
             return None
         kind = node.green.kind
@@ -357,6 +380,11 @@ class Builder:
         if kind == K.LITERAL:
             assert isinstance(node, Literal)
             return self.literal(node, False, node.span)
+        if kind == K.PAREN_EXPR:
+            inner: SyntaxNode | None = node
+            while isinstance(inner, ParenExpr):
+                inner = inner.inner()
+            return self.start(inner, env)  # once: inner is no ParenExpr
         handler = self.handlers.get(kind)
         if handler is not None:
             return handler(node, env)
@@ -368,10 +396,10 @@ class Builder:
 
     # ------------------------------------------------------------------ leaves
     def literal(self, node: Literal, negate: bool, span: Span) -> Value:
-        tok = node.tok()
-        if tok.kind in (K.TRUE_KW, K.FALSE_KW):
-            return const_bytes(b"\x01" if tok.kind == K.TRUE_KW else b"\x00", DType.BOOL, ())
-        lit = literals.parse(tok.text)
+        kind = node.tok_kind()
+        if kind == K.TRUE_KW or kind == K.FALSE_KW:
+            return const_bytes(b"\x01" if kind == K.TRUE_KW else b"\x00", DType.BOOL, ())
+        lit = literals.parse(node.tok_text())
         if lit is None:
             return None  # malformed: the lexer has reported it
         if negate:
@@ -393,10 +421,10 @@ class Builder:
         return node
 
     def name(self, node: NameRef, env: Env) -> Value:
-        tok = node.ident()
-        name = tok.text
+        name = node.name()
         if name in env:
             return env[name]
+        tok = node.ident()
         if name in DTYPES:
             return self.r.error("E0305", f"'{name}' is a type, not a value", tok.span)
         if name == "_":
@@ -420,10 +448,10 @@ class Builder:
         return value
 
     def let(self, node: LetStmt, scope: Env) -> Generator[Request, Value, None]:
-        init = node.init()
+        pattern, tnode, init = node.parts()
+        if self.spans is not None:
+            self.lets.append(_short(pattern.text()) if pattern is not None else "_")
         value = (yield init, scope) if init is not None else None
-        tnode = node.type()
-        pattern = node.pattern()
         if tnode is not None and isinstance(pattern, TuplePat):
             self.r.error(
                 "E0309",
@@ -437,6 +465,24 @@ class Builder:
             self.destructure(pattern, value, scope)
         elif pattern is not None:
             self.bind(pattern.ident(), value, scope, set())
+        if self.spans is not None:
+            self.lets.pop()
+
+    def note(self, node: Node, span: Span) -> Node:
+        """Record where ``node`` was built (when ``spans`` is on), and the same place for the
+        nodes made for it that have none yet (a math function's expansion, a start vector).
+        The first place wins: nodes are interned, so a repeated expression is one node."""
+        spans = self.spans
+        if spans is None:
+            return node
+        where = (span, self.lets[-1] if self.lets else None)
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.hash not in spans:
+                spans[n.hash] = where
+                stack.extend(n.inputs)
+        return node
 
     def bind(self, tok: SyntaxToken | None, value: Value, scope: Env, seen: set[str]) -> None:
         """Bind one name of a pattern (``_`` binds nothing)."""
@@ -494,18 +540,22 @@ class Builder:
     # ------------------------------------------------------------- expressions
     def prefix(self, node: PrefixExpr, env: Env) -> Handler:
         op, operand = node.op(), node.operand()
-        if op == K.MINUS and isinstance(operand, Literal) and operand.tok().kind in NUMBERS:
+        if op == K.MINUS and isinstance(operand, Literal) and operand.tok_kind() in NUMBERS:
             return self.literal(operand, True, node.span)  # -1 is one literal, not neg(1)
         value = yield operand, env
         return self.elementwise(PREFIX_OPS[op], [value], node.span)
 
     def binary(self, node: BinExpr, env: Env) -> Handler:
         lhs, rhs = node.operands()
-        a = yield lhs, env
-        b = yield rhs, env
+        a = self.leaf(lhs, env)
+        if isinstance(a, _Pending):
+            a = yield lhs, env
+        b = self.leaf(rhs, env)
+        if isinstance(b, _Pending):
+            b = yield rhs, env
         if lhs is None or rhs is None:
             return None
-        return self.elementwise(BINARY_OPS[node.op().kind], [a, b], node.span)
+        return self.elementwise(BINARY_OPS[node.op_kind()], [a, b], node.span)
 
     def cast(self, node: CastExpr, env: Env) -> Handler:
         value = yield node.operand(), env
@@ -645,16 +695,22 @@ class Builder:
             span,
         )
 
+    def leaf(self, node: SyntaxNode | None, env: Env) -> Value | _Pending:
+        """The value of a name, a literal or a part a syntax error left missing, evaluated
+        here as the driver would evaluate it (charged first, then started); :data:`PENDING`
+        for any other expression, which the handler yields to the driver instead."""
+        if node is not None and node.green.kind not in _LEAVES:
+            return PENDING
+        self.charge()
+        value = self.start(node, env)
+        assert value is None or isinstance(value, _VALUES)  # a leaf starts no handler
+        return value
+
     def charge(self) -> None:
         """Count one expression against the ``expansion`` budget."""
         self.steps += 1
         if self.steps > self.limits.expansion:
-            raise _Budget(
-                "E0111",
-                f"this function expands to more than {self.limits.expansion:,} expressions "
-                "through its calls (each call inlines the callee's body; "
-                f"{limits.hint('expansion')})",
-            )
+            raise _Budget("E0111", _expansion_message(self.limits.expansion))
 
     # ---------------------------------------------------------------- index
     def index(self, node: IndexExpr, env: Env) -> Handler:
@@ -841,6 +897,8 @@ class Builder:
             return self.r.error(e.code, e.message, span)
         except IRError as e:  # a body over the function_elements budget
             return self.r.error("E0216", str(e), span)
+        for n in nodes:
+            self.note(n, span)
         return nodes[0] if len(nodes) == 1 else Tup(tuple(nodes))
 
     def check_body(self, spec: _Loop, inits: list[Node | None]) -> list[Node] | None:
@@ -994,17 +1052,19 @@ class Builder:
             return None
         if args is None:
             return None
-        name = callee.ident().text
+        name = callee.name()
+        positional, keywords, every = args.split()
         values: list[Value] = []
-        for a in args.positional():
-            values.append((yield a, env))
-        if not self.args_in_order(args.nodes()):
+        for a in positional:
+            value = self.leaf(a, env)
+            values.append((yield a, env) if isinstance(value, _Pending) else value)
+        if not self.args_in_order(every):
             return None
         if name in self.sigs:
             sig = self.sigs[name]
-            return (yield from self.call_user(sig, node, values, args.keywords()))
+            return (yield from self.call_user(sig, node, values, keywords))
         if name in BUILTIN_NAMES:
-            return self.call_builtin(name, node, values, args.keywords())
+            return self.call_builtin(name, node, values, keywords)
         known = [*self.sigs, *BUILTIN_NAMES]
         hint = difflib.get_close_matches(name, known, 1)
         more = f"; did you mean '{hint[0]}'?" if hint else ""
@@ -1058,10 +1118,24 @@ class Builder:
         bound = [n for n in nodes if n is not None]
         if len(bound) != len(nodes):
             return None
-        key = (sig.name, *(id(n) for n in bound))
-        if key in self.memo:
-            return self.memo[key][1]
-        env: Env = {name: n for (name, _), n in zip(sig.params, bound, strict=True)}
+        if sig.name not in self.callees:
+            self.callees[sig.name] = yield from self.callee(sig, node)
+        fn = self.callees[sig.name]
+        if fn is None:
+            return None
+        result = ir_call(fn, bound)
+        for made in result:
+            self.note(made, node.span)
+        return result[0] if len(result) == 1 else Tup(tuple(result))
+
+    def callee(self, sig: Signature, node: CallExpr) -> Generator[Request, Value, Function | None]:
+        """``sig``'s body evaluated once on parameters ``_0``, ``_1``, ... (whatever the
+        arguments): the function every ``call`` of it holds, or None when it has errors."""
+        types = [t for _, t in sig.params]
+        if any(t is None for t in types):
+            return None
+        params = [param(i, f"_{i}", t.dtype, t.shape) for i, t in enumerate(types) if t]
+        env: Env = {name: p for (name, _), p in zip(sig.params, params, strict=True)}
         body = sig.body
         assert body is not None
         self.active.append(sig.name)
@@ -1069,12 +1143,15 @@ class Builder:
         self.expanded.add(sig.name)
         value = yield body, env
         self.active_set.discard(self.active.pop())
-        result = self.results(value, sig)
-        out: Value = (
-            None if result is None else result[0] if len(result) == 1 else Tup(tuple(result))
-        )
-        self.memo[key] = (tuple(bound), out)
-        return out
+        results = self.results(value, sig)
+        if results is None:
+            return None
+        try:
+            return Function(sig.name, params, results)
+        except IRError as e:
+            if "expansion budget" in str(e):
+                raise _Budget("E0111", _expansion_message(self.limits.expansion)) from None
+            return self.r.error("E0216", str(e), node.span)
 
     def recursion(self, name: str, node: CallExpr) -> Any:
         """Report a call to a function that is being expanded (once per call site)."""
@@ -1197,7 +1274,7 @@ class Builder:
         if not isinstance(node, Node):
             return None
         try:
-            return fn(node)
+            return self.note(fn(node), span)
         except TypeRuleError as e:
             return self.r.error(e.code, e.message, span)
 
@@ -1225,15 +1302,15 @@ class Builder:
             if any(i is None for i in items):
                 return None
             return tuple(i for i in items if i is not None)
-        if isinstance(node, NameRef) and node.ident().text in DTYPES:
-            return DTYPES[node.ident().text]
+        if isinstance(node, NameRef) and node.name() in DTYPES:
+            return DTYPES[node.name()]
         return self.attr_int(node)
 
     def attr_int(self, node: SyntaxNode) -> int | None:
         negate = isinstance(node, PrefixExpr) and node.op() == K.MINUS
         inner = node.operand() if isinstance(node, PrefixExpr) and negate else node
-        if isinstance(inner, Literal) and inner.tok().kind == K.INT_NUMBER:
-            lit = literals.parse(inner.tok().text)
+        if isinstance(inner, Literal) and inner.tok_kind() == K.INT_NUMBER:
+            lit = literals.parse(inner.tok_text())
             if lit is None:
                 return None
             if lit.suffix is None:
@@ -1254,12 +1331,17 @@ class Builder:
 
     # ----------------------------------------------------------------- typing
     def elementwise(self, eop: ElemOp, values: list[Value], span: Span) -> Value:
-        if any(v is None for v in values):
+        if None in values:  # values are compared by identity: none defines __eq__
             return None
-        if any(isinstance(v, Tup) for v in values):
-            return self.r.error("E0307", f"'{eop.symbol}' takes tensors, not a tuple", span)
+        for v in values:
+            if type(v) is Tup:
+                return self.r.error("E0307", f"'{eop.symbol}' takes tensors, not a tuple", span)
         positions = eop.dtype_args or range(len(values))
-        concrete = next((values[i] for i in positions if isinstance(values[i], Node)), None)
+        concrete = None
+        for i in positions:
+            if type(values[i]) is Node:
+                concrete = values[i]
+                break
         if concrete is None:
             if eop.deferrable:
                 args = tuple(v for v in values if isinstance(v, Node | Deferred))
@@ -1290,7 +1372,11 @@ class Builder:
             )
         if eop.needs == "int" and nodes[0].dtype is DType.BOOL:
             return self.r.error("E0304", "'~' is bitwise not on integers; use '!' on bool", span)
-        shape = next((n.shape for n in nodes if n.shape), ())
+        shape: tuple[int, ...] = ()
+        for n in nodes:
+            if n.type.shape:
+                shape = n.type.shape
+                break
         if shape:
             wide = []
             for n in nodes:
@@ -1350,7 +1436,8 @@ class Builder:
         kwargs: list[Kwarg] | None = None,
     ) -> Node | None:
         try:
-            return make_node(op, nodes, attrs)
+            node = make_node(op, nodes, attrs)
+            return node if self.spans is None else self.note(node, span)
         except TypeRuleError as e:
             return self.r.error(e.code, e.message, self.error_span(e.message, kwargs, span))
         except IRError as e:
@@ -1419,6 +1506,7 @@ class Builder:
         self.active = [sig.name]
         self.active_set = {sig.name}
         self.steps = 0
+        self.lets = []
         try:
             value = self.run(body, env)
         except _Budget as e:

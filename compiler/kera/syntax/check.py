@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kera import limits
 from kera.dtypes import DType
 from kera.ops import TensorType, TypeRuleError, check_shape
 from kera.syntax import literals
@@ -31,6 +32,7 @@ from kera.syntax.tree import (
     SyntaxToken,
     TensorTypeNode,
     TupleTypeNode,
+    tree_bytes,
 )
 
 DTYPES = {d.value: d for d in DType}
@@ -48,10 +50,11 @@ class Signature:
     params: list[tuple[str, TensorType | None]] = field(default_factory=list)
     results: list[TensorType] | None = None
     ok: bool = True
+    block: Block | None = None  # the body, found once (``signature`` sets it)
 
     @property
     def body(self) -> Block | None:
-        return self.fn.body()
+        return self.block
 
 
 class Reporter:
@@ -88,6 +91,31 @@ def resolve_type(node: SyntaxNode | None, r: Reporter) -> TensorType | list[Tens
 
 
 def tensor_type(node: TensorTypeNode, r: Reporter) -> TensorType | None:
+    """The type ``node`` names, or None after reporting why not.  A type that resolves
+    without a diagnostic is kept by its source text (a file names few distinct types)."""
+    key = tree_bytes(node.green)
+    if limits.current() is not _RESOLVED_UNDER[0]:  # shapes are checked against the limits
+        _RESOLVED.clear()
+        _RESOLVED_UNDER[0] = limits.current()
+    known = _RESOLVED.get(key)
+    if known is not None:
+        return known
+    reported = len(r.diagnostics)
+    t = _resolve_tensor_type(node, r)
+    if t is not None and len(r.diagnostics) == reported:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[key] = t
+    return t
+
+
+#: a tensor type's source text -> the type (see tensor_type), under the limits in force
+_RESOLVED: dict[bytes, TensorType] = {}
+_RESOLVED_UNDER: list[limits.Limits | None] = [None]
+_RESOLVED_MAX = 1 << 12
+
+
+def _resolve_tensor_type(node: TensorTypeNode, r: Reporter) -> TensorType | None:
     tok = node.dtype()
     if tok is None:
         return None
@@ -176,5 +204,6 @@ def signature(fn: FnDef, tok: SyntaxToken, r: Reporter) -> Signature:
         sig.ok = sig.ok and t is not None
     ret = resolve_type(fn.ret_type(), r)
     sig.results = None if ret is None else ret if isinstance(ret, list) else [ret]
-    sig.ok = sig.ok and sig.results is not None and fn.body() is not None
+    sig.block = fn.body()
+    sig.ok = sig.ok and sig.results is not None and sig.block is not None
     return sig

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from kera import limits
 from kera.ir import NAME_MAX
@@ -39,23 +40,24 @@ from kera.syntax.kinds import KEYWORDS, PUNCT, SyntaxKind
 
 K = SyntaxKind
 
-_TOKEN = re.compile(
-    rb"""
-     ([ \t\r\n]+)                                        # 1 whitespace
-    |([A-Za-z_][A-Za-z0-9_]*)                            # 2 identifier or keyword
-    |(->|<<|>>|==|!=|<=|>=|&&|\|\||\.\.|[(){}\[\],;:.=+\-*%&|^~!<>])  # 3 punctuation
-    |((?<=\.)(?<!\.\.)[0-9]+)                            # 4 field number after one '.'
-    |(0[xXbBoO][0-9A-Za-z_]*)                            # 5 radix number (+suffix)
-    |([0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?
-         (?:\.[0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?)?)  # 6 decimal (+suffix)
-    |(//[^\n]*)                                          # 7 line comment
-    |(/\*.*?(?:\*/|\Z))                                  # 8 block comment
-    |(/)                                                 # 9 slash
-    |([^\t\r\n !%&(->A-\[\]^_a-~]+)                       # 10 error run
-    |(.)                                                 # 11 anything else (defensive)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
+#: the token rules in order (the first that matches wins), one regex group each
+_RULES: list[bytes] = [
+    rb"[ \t\r\n]+",  # 1 whitespace
+    rb"[A-Za-z_][A-Za-z0-9_]*",  # 2 identifier or keyword
+    rb"->|<<|>>|==|!=|<=|>=|&&|\|\||\.\.|[(){}\[\],;:.=+\-*%&|^~!<>]",  # 3 punctuation
+    rb"(?<=\.)(?<!\.\.)[0-9]+",  # 4 field number after one '.'
+    rb"0[xXbBoO][0-9A-Za-z_]*",  # 5 radix number (+suffix)
+    rb"[0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?"
+    rb"(?:\.[0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?)?",  # 6 decimal (+suffix)
+    rb"//[^\n]*",  # 7 line comment
+    rb"/\*.*?(?:\*/|\Z)",  # 8 block comment
+    rb"/",  # 9 slash
+    rb"[^\t\r\n !%&(->A-\[\]^_a-~]+",  # 10 error run
+    rb".",  # 11 anything else (defensive)
+]
+_TOKEN = re.compile(b"|".join(b"(" + rule + b")" for rule in _RULES), re.DOTALL)
+#: the same tokens without groups: ``findall`` gives their texts (see lex)
+_TOKEN_TEXT = re.compile(b"|".join(b"(?:" + rule + b")" for rule in _RULES), re.DOTALL)
 # No token pattern repeats a group: re keeps backtracking state per iteration of a repeated
 # group (~140 bytes per character), so `(?:[eE][+-][0-9]|[0-9A-Za-z_])*` made a 10 MB literal
 # take 3 GB, and the old comment and error-run forms did the same for comments and stray bytes.
@@ -85,6 +87,9 @@ class Tokens:
     kinds: list[int] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    #: every token's bytes, when the lexer had them at hand and each text has one kind (a
+    #: source without lexical errors); empty otherwise
+    texts: list[bytes] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -94,6 +99,46 @@ class Tokens:
 
 
 def lex(data: bytes) -> Tokens:
+    """The tokens of ``data``.  Most sources have no lexical error, and a token's kind then
+    depends on its text alone, so the texts are found in one ``findall`` and each distinct
+    text is classified once; a source where any text would be reported (or could depend on
+    its context) is lexed token by token instead, which gives the same tokens."""
+    return _lex_clean(data) or _lex_each(data)
+
+
+def _lex_clean(data: bytes) -> Tokens | None:
+    texts = _TOKEN_TEXT.findall(data)
+    kind_of: dict[bytes, int] = {}
+    for text in set(texts):
+        kind = _clean_kind(text)
+        if kind is None:
+            return None
+        kind_of[text] = kind
+    starts = list(accumulate(map(len, texts), initial=0))
+    if starts[-1] != len(data):  # every byte is in a token (the last rule takes any byte)
+        return None
+    return Tokens(data, list(map(kind_of.__getitem__, texts)), starts, texts=texts)
+
+
+def _clean_kind(text: bytes) -> int | None:
+    """The kind of a token with this text wherever it stands, or None when lexing it would
+    report something (or its kind could depend on what comes before it)."""
+    m = _TOKEN.match(text)
+    if m is None or m.end() != len(text):
+        return None
+    g = m.lastindex
+    if g == _WS:
+        return int(K.WHITESPACE)
+    if g == _IDENT:
+        return None if len(text) > NAME_MAX else KEYWORDS.get(text, int(K.IDENT))
+    if g == _PUNCT:
+        return PUNCT[text]
+    diags: list[Diagnostic] = []
+    kind = _rare(g, text, 0, diags)  # a field number (rule 4) is an ordinary integer here
+    return None if diags else kind
+
+
+def _lex_each(data: bytes) -> Tokens:
     toks = Tokens(data)
     kinds, starts, diags = toks.kinds, toks.starts, toks.diagnostics
     kw_get, punct = KEYWORDS.get, PUNCT

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress, count
 
 from kera.syntax.diagnostics import Diagnostic
 from kera.syntax.kinds import TRIVIA, SyntaxKind, describe
@@ -42,6 +43,8 @@ TOKEN_EVENT: Event = (TOKEN, 0, 0)
 FINISH_EVENT: Event = (FINISH, 0, 0)
 START_EVENTS: dict[int, Event] = {k: (START, k, 0) for k in SyntaxKind}  # shared, immutable
 TOMBSTONE_EVENT = START_EVENTS[SyntaxKind.TOMBSTONE]
+NAME_REF_START = START_EVENTS[SyntaxKind.NAME_REF]
+LITERAL_START = START_EVENTS[SyntaxKind.LITERAL]
 MAX_NESTING = 100
 
 #: binary operator -> binding power (higher binds tighter); all left-associative except the
@@ -80,6 +83,8 @@ EXPR_START = frozenset(
     }
 )
 LITERALS = frozenset({K.INT_NUMBER, K.FLOAT_NUMBER, K.TRUE_KW, K.FALSE_KW})
+ATOMS = LITERALS | {K.IDENT}  # one token that is a whole primary expression
+POSTFIX_START = frozenset({K.L_PAREN, K.DOT, K.L_BRACK})  # what postfix() continues with
 CLOSERS = {K.L_PAREN: K.R_PAREN, K.L_BRACK: K.R_BRACK, K.L_BRACE: K.R_BRACE}
 ITEM_START = frozenset({K.FN_KW, K.EXPORT_KW})
 #: tokens that close or end what encloses a construct: a skip stops before them
@@ -91,6 +96,8 @@ EXPR_RECOVERY = frozenset(
 )
 #: tokens that end an index item (so ``x[2..]`` has no upper bound)
 INDEX_END = frozenset({K.COMMA, K.R_BRACK})
+#: kind -> whether a token of that kind is significant (not trivia)
+_SIGNIFICANT = [k not in TRIVIA for k in range(max(SyntaxKind) + 1)]
 
 
 @dataclass(slots=True)
@@ -108,15 +115,17 @@ class Parser:
 
     def __init__(self, tokens: Tokens) -> None:
         self.tokens = tokens
-        sig = [i for i, k in enumerate(tokens.kinds) if k not in TRIVIA]
+        flags = list(map(_SIGNIFICANT.__getitem__, tokens.kinds))
+        sig = list(compress(count(), flags))
         self.sig = sig
-        self.kinds = [tokens.kinds[i] for i in sig] + [K.EOF]
+        self.kinds = [*compress(tokens.kinds, flags), K.EOF]
         self.pos = 0
         self.end = len(sig)
         self.depth = 0
         self.events: list[Event] = []
         self.forward: dict[int, int] = {}
         self.diagnostics: list[Diagnostic] = []
+        self.binds_return: bool | None = None  # see binds_return()
 
     # -- cursor
     def current(self) -> int:
@@ -163,11 +172,12 @@ class Parser:
         self.events.append(FINISH_EVENT)
         return marker
 
-    def leaf(self, kind: int) -> int:
-        """A node holding just the current token (a literal or a name), completed."""
+    def leaf(self, start: Event) -> int:
+        """A node holding just the current token (a literal or a name), completed; ``start``
+        is the node's START event."""
         events = self.events
         marker = len(events)
-        events += (START_EVENTS[kind], TOKEN_EVENT, FINISH_EVENT)
+        events += (start, TOKEN_EVENT, FINISH_EVENT)
         self.pos += 1
         return marker
 
@@ -421,7 +431,7 @@ def block(p: Parser) -> int:
         return too_deep
     m = p.start()
     p.bump()
-    has_value = False
+    has_value = returned = False
     while not p.at(K.R_BRACE) and not p.at(K.EOF):
         k = p.current()
         if k == K.LET_KW:
@@ -429,6 +439,9 @@ def block(p: Parser) -> int:
             has_value = False
         elif k in ITEM_START:
             break
+        elif k == K.IDENT and is_return(p):
+            has_value = return_item(p)
+            returned = True
         elif k in EXPR_START:
             expr(p)
             has_value = True
@@ -439,11 +452,85 @@ def block(p: Parser) -> int:
                 p.expected("'}' after the block's value")
         else:
             p.err_and_bump(f"expected 'let' or an expression, found {p.found()}")
-    if not has_value and p.at(K.R_BRACE):
+    if not has_value and not returned and p.at(K.R_BRACE):
         p.error("a block ends with its value: add an expression before '}'", code="E0013")
     p.expect(K.R_BRACE, "'}'")
     p.leave()
     return p.complete(m, K.BLOCK)
+
+
+#: tokens after ``return`` that could also continue an expression of a *name* ``return``
+#: (a call, a subtraction, an index): a hint there only when the file binds no such name
+RETURN_AMBIGUOUS = frozenset({K.L_PAREN, K.MINUS, K.L_BRACK})
+#: what follows the name where a declaration binds it (``fn return``, ``let return``, a
+#: parameter ``return: f32``, a carried value ``return = x``)
+DECLARES_AFTER = frozenset({K.COLON, K.EQ})
+DECLARES_BEFORE = frozenset({K.FN_KW, K.LET_KW, K.FOR_KW})
+
+
+def is_return(p: Parser) -> bool:
+    """At a block item starting with the word ``return`` followed by a value or ``;``, as in
+    C or Rust: never a valid item in Kera (``return`` is an ordinary name, so ``return y``
+    would be two juxtaposed expressions), unless the file binds that name and what follows
+    could continue it."""
+    if p.text() != "return":
+        return False
+    after = p.nth(1)
+    if after in RETURN_AMBIGUOUS:
+        return not binds_return(p)
+    return after in EXPR_START or after == K.SEMI
+
+
+def binds_return(p: Parser) -> bool:
+    """Whether the file declares a name ``return`` anywhere (computed once, on demand)."""
+    if p.binds_return is None:
+        kinds, n = p.kinds, p.end
+        p.binds_return = any(
+            kinds[i] == K.IDENT
+            and (kinds[i + 1] in DECLARES_AFTER or (i and kinds[i - 1] in DECLARES_BEFORE))
+            and p.text(i) == "return"
+            for i in range(n)
+        )
+    return p.binds_return
+
+
+def return_item(p: Parser) -> bool:
+    """``return VALUE;``: Kera has no ``return`` -- a block ends with its value.  Report it
+    once (E0014, with the fix) and parse on as if the word were not there: the value is the
+    block's value (the word, and a ``;`` right before the ``}``, are ERROR nodes beside it),
+    so nothing cascades.  A ``return`` with more items after it (an early return), or
+    without a value, is kept whole in one ERROR node.  Returns whether the block now has its
+    value."""
+    word = p.span(p.pos)
+    r = p.start()
+    p.bump()
+    r = p.complete(r, K.ERROR)
+    first = p.pos
+    has_value = expr(p)
+    semi = p.at(K.SEMI)
+    if has_value and (p.at(K.R_BRACE) or (semi and p.nth(1) in (K.R_BRACE, K.EOF))):
+        value = p.tokens.data[p.span(first)[0] : p.span(p.pos - 1)[1]]
+        p.error(NO_RETURN + return_fix(value.decode("utf-8", "replace"), semi), "E0014", word)
+        if semi:
+            m = p.start()
+            p.bump()
+            p.complete(m, K.ERROR)
+        return True
+    early = "for an early return, end the block with if c { a } else { b }"
+    p.error(NO_RETURN + (early if has_value else "end it with an expression"), "E0014", word)
+    skip = p.precede(r)
+    p.eat(K.SEMI)
+    p.complete(skip, K.ERROR)
+    return False
+
+
+NO_RETURN = "Kera has no 'return': a block ends with its value; "
+
+
+def return_fix(value: str, semi: bool) -> str:
+    """``write `x * 2.0` without 'return' and ';'`` (a long or multi-line value unquoted)."""
+    shown = f"`{value}`" if len(value) <= 40 and "\n" not in value else "the value"
+    return f"write {shown} without 'return'" + (" and ';'" if semi else "")
 
 
 def let_stmt(p: Parser) -> None:
@@ -495,11 +582,16 @@ def expr(p: Parser) -> bool:
 
 
 def expr_bp(p: Parser, min_bp: int) -> int | None:
-    lhs = unary(p)
+    kinds, binary_bp = p.kinds, BINARY_BP
+    k = kinds[p.pos]
+    if k in ATOMS and kinds[p.pos + 1] not in POSTFIX_START:  # a name or literal alone
+        lhs: int | None = p.leaf(NAME_REF_START if k == K.IDENT else LITERAL_START)
+    else:  # (kinds ends with EOF, which is no atom: p.pos + 1 is in range)
+        lhs = unary(p)
     if lhs is None:
         return None
     while True:
-        op = p.current()
+        op = kinds[p.pos]
         if op == K.AS_KW:
             if min_bp > AS_BP:
                 break
@@ -508,7 +600,7 @@ def expr_bp(p: Parser, min_bp: int) -> int | None:
             type_(p)
             lhs = p.complete(m, K.CAST_EXPR)
             continue
-        bp = BINARY_BP.get(op)
+        bp = binary_bp.get(op)
         if bp is None or bp < min_bp:
             break
         m = p.precede(lhs)
@@ -516,7 +608,7 @@ def expr_bp(p: Parser, min_bp: int) -> int | None:
         if expr_bp(p, bp + 1) is None:
             p.unexpected(f"an expression after {describe(op)}")
         lhs = p.complete(m, K.BIN_EXPR)
-        if bp == COMPARE_BP and BINARY_BP.get(p.current()) == COMPARE_BP:
+        if bp == COMPARE_BP and binary_bp.get(kinds[p.pos]) == COMPARE_BP:
             lhs = chained_comparison(p, lhs)
     return lhs
 
@@ -534,6 +626,8 @@ def chained_comparison(p: Parser, lhs: int) -> int:
 
 
 def unary(p: Parser) -> int | None:
+    if p.kinds[p.pos] not in PREFIX_OPS:
+        return postfix(p)
     markers = []
     while p.current() in PREFIX_OPS:
         markers.append(p.start())
@@ -550,18 +644,20 @@ def postfix(p: Parser) -> int | None:
     cm = primary(p)
     if cm is None:
         return None
+    kinds = p.kinds
     while True:
-        if p.at(K.L_PAREN):
+        k = kinds[p.pos]
+        if k == K.L_PAREN:
             m = p.precede(cm)
             arg_list(p)
             cm = p.complete(m, K.CALL_EXPR)
-        elif p.at(K.DOT):
+        elif k == K.DOT:
             m = p.precede(cm)
             p.bump()
             if not p.eat(K.INT_NUMBER):
                 p.expected("a field number such as .0")
             cm = p.complete(m, K.FIELD_EXPR)
-        elif p.at(K.L_BRACK):
+        elif k == K.L_BRACK:
             m = p.precede(cm)
             index_list(p)
             cm = p.complete(m, K.INDEX_EXPR)
@@ -570,11 +666,11 @@ def postfix(p: Parser) -> int | None:
 
 
 def primary(p: Parser) -> int | None:
-    k = p.current()
+    k = p.kinds[p.pos]
     if k == K.IDENT:
-        return p.leaf(K.NAME_REF)
+        return p.leaf(NAME_REF_START)
     if k in LITERALS:
-        return p.leaf(K.LITERAL)
+        return p.leaf(LITERAL_START)
     if k == K.L_PAREN:
         return paren_or_tuple(p)
     if k == K.L_BRACE:

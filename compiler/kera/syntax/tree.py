@@ -32,12 +32,13 @@ EXPRS_OR_ERROR = EXPRS | {K.ERROR}
 
 
 class GreenToken:
-    __slots__ = ("kind", "text", "width")
+    __slots__ = ("kind", "string", "text", "width")
 
     def __init__(self, kind: int, text: bytes) -> None:
         self.kind = kind
         self.text = text
         self.width = len(text)
+        self.string: str | None = None  # the text decoded, on first use (SyntaxToken.text)
 
     def __repr__(self) -> str:
         return f"{SyntaxKind(self.kind).name}@{self.text!r}"
@@ -76,6 +77,11 @@ Green = GreenNode | GreenToken
 
 def green_tokens(tokens: Tokens) -> list[GreenToken]:
     """One green token per token, shared between equal (kind, text) pairs."""
+    texts = tokens.texts
+    if texts:  # each text has one kind: one green token per distinct text
+        kind_of = dict(zip(texts, tokens.kinds, strict=True))
+        made = {t: GreenToken(k, t) for t, k in kind_of.items()}
+        return list(map(made.__getitem__, texts))
     cache: dict[bytes, GreenToken] = {}
     get = cache.get
     data, starts = tokens.data, tokens.starts
@@ -103,28 +109,35 @@ def build_green(tokens: Tokens, events: list[Event], sig: list[int]) -> GreenNod
     k = 0  # next significant token (index into sig)
     stack: list[tuple[int, list[Green], int]] = []
     children: list[Green] = []
+    add, push, pop = children.append, stack.append, stack.pop
     for tag, kind, _ in events:
         if tag == TOKEN:
             s = sig[k]
-            children.extend(toks[i : s + 1])
-            i = s + 1
             k += 1
+            if s == i:  # no trivia before it
+                add(toks[i])
+            else:
+                children += toks[i : s + 1]
+            i = s + 1
         elif tag == START:
             if stack:  # leading trivia of the file goes into SOURCE_FILE itself
                 s = sig[k]
-                children.extend(toks[i:s])
-                i = s
-            stack.append((kind, children, starts[i]))
+                if s != i:
+                    children += toks[i:s]
+                    i = s
+            push((kind, children, starts[i]))
             children = []
+            add = children.append
         elif tag == FINISH:
-            done_kind, parent, begin = stack.pop()
+            done_kind, parent, begin = pop()
             if not stack:
-                children.extend(toks[i:])
+                children += toks[i:]
                 i = n
             node = GreenNode(done_kind, tuple(children), starts[i] - begin)
             children = parent
-            children.append(node)
-    children.extend(toks[i:])
+            add = children.append
+            add(node)
+    children += toks[i:]
     only = children[0] if len(children) == 1 else None
     if isinstance(only, GreenNode) and only.kind == K.SOURCE_FILE:
         return only
@@ -186,7 +199,11 @@ class SyntaxToken:
 
     @property
     def text(self) -> str:
-        return self.green.text.decode("utf-8", "replace")
+        g = self.green
+        string = g.string
+        if string is None:  # tokens are shared: each distinct one is decoded once
+            string = g.string = g.text.decode("utf-8", "replace")
+        return string
 
 
 class SyntaxNode:
@@ -212,15 +229,15 @@ class SyntaxNode:
         pos = self.offset
         for g in self.green.children:
             if type(g) is GreenNode:
-                yield VIEWS.get(g.kind, SyntaxNode)(g, pos, self)
+                yield _VIEW_OF[g.kind](g, pos, self)
             else:
                 assert isinstance(g, GreenToken)
                 yield SyntaxToken(g, pos, self)
             pos += g.width
 
     def nodes(self) -> list[SyntaxNode]:
-        base, get = self.offset, VIEWS.get
-        return [get(g.kind, SyntaxNode)(g, base + rel, self) for g, rel in self.green.kids()]
+        base, views = self.offset, _VIEW_OF
+        return [views[g.kind](g, base + rel, self) for g, rel in self.green.kids()]
 
     def tokens(self) -> list[SyntaxToken]:
         """The direct non-trivia tokens."""
@@ -250,12 +267,17 @@ class SyntaxNode:
 
     def exprs(self) -> list[SyntaxNode]:
         """Direct children that are expressions (an ERROR node stands for a missing one)."""
-        base, get = self.offset, VIEWS.get
+        base, views, wanted = self.offset, _VIEW_OF, _IS_EXPR_OR_ERROR
         return [
-            get(g.kind, SyntaxNode)(g, base + rel, self)
-            for g, rel in self.green.kids()
-            if g.kind in EXPRS_OR_ERROR
+            views[g.kind](g, base + rel, self) for g, rel in self.green.kids() if wanted[g.kind]
         ]
+
+    def first_token_kind(self) -> int | None:
+        """The kind of the first direct non-trivia token (an operator), or None."""
+        for g in self.green.children:
+            if type(g) is GreenToken and g.kind not in TRIVIA:
+                return g.kind
+        return None
 
     def text(self) -> str:
         return tree_bytes(self.green).decode("utf-8", "replace")
@@ -275,16 +297,20 @@ class SyntaxNode:
 
 
 VIEWS: dict[int, type[SyntaxNode]] = {}
+#: kind -> its view class (SyntaxNode for kinds without one): VIEWS as a list, by kind
+_VIEW_OF: list[type[SyntaxNode]] = [SyntaxNode] * (max(SyntaxKind) + 1)
+_IS_EXPR_OR_ERROR = [k in EXPRS_OR_ERROR for k in range(max(SyntaxKind) + 1)]
 
 
 def red(green: GreenNode, offset: int, parent: SyntaxNode | None) -> SyntaxNode:
-    return VIEWS.get(green.kind, SyntaxNode)(green, offset, parent)
+    return _VIEW_OF[green.kind](green, offset, parent)
 
 
 def view(kind: SyntaxKind) -> Callable[[type[T]], type[T]]:
     def register(cls: type[T]) -> type[T]:
         cls.KIND = kind
         VIEWS[kind] = cls
+        _VIEW_OF[kind] = cls
         return cls
 
     return register
@@ -411,6 +437,21 @@ class LetStmt(SyntaxNode):
         e = self.exprs()
         return e[0] if e else None
 
+    def parts(self) -> tuple[Name | TuplePat | None, SyntaxNode | None, SyntaxNode | None]:
+        """(pattern, type, init): what ``pattern()``, ``type()`` and ``init()`` give, in one
+        pass over the children."""
+        pattern = annotation = init = None
+        base = self.offset
+        for g, rel in self.green.kids():
+            kind = g.kind
+            if pattern is None and (kind == K.NAME or kind == K.TUPLE_PAT):
+                pattern = _VIEW_OF[kind](g, base + rel, self)
+            elif annotation is None and (kind == K.TENSOR_TYPE or kind == K.TUPLE_TYPE):
+                annotation = _VIEW_OF[kind](g, base + rel, self)
+            elif init is None and _IS_EXPR_OR_ERROR[kind]:
+                init = _VIEW_OF[kind](g, base + rel, self)
+        return pattern, annotation, init  # type: ignore[return-value]
+
 
 def _only_token(node: SyntaxNode) -> SyntaxToken:
     g = node.green.children[0]  # the node's one token (its trivia belongs to the parent)
@@ -418,16 +459,35 @@ def _only_token(node: SyntaxNode) -> SyntaxToken:
     return SyntaxToken(g, node.offset, node)
 
 
+def _only_text(node: SyntaxNode) -> str:
+    g = node.green.children[0]  # the node's one token
+    assert isinstance(g, GreenToken)
+    string = g.string
+    if string is None:
+        string = g.string = g.text.decode("utf-8", "replace")
+    return string
+
+
 @view(K.LITERAL)
 class Literal(SyntaxNode):
     def tok(self) -> SyntaxToken:
         return _only_token(self)
+
+    def tok_kind(self) -> int:
+        return self.green.children[0].kind
+
+    def tok_text(self) -> str:
+        return _only_text(self)
 
 
 @view(K.NAME_REF)
 class NameRef(SyntaxNode):
     def ident(self) -> SyntaxToken:
         return _only_token(self)
+
+    def name(self) -> str:
+        """The identifier's text (``ident().text`` without making the token)."""
+        return _only_text(self)
 
 
 @view(K.PAREN_EXPR)
@@ -452,7 +512,9 @@ class ArrayExpr(SyntaxNode):
 @view(K.PREFIX_EXPR)
 class PrefixExpr(SyntaxNode):
     def op(self) -> int:
-        return self.tokens()[0].kind
+        kind = self.first_token_kind()
+        assert kind is not None  # a PREFIX_EXPR starts with its operator
+        return kind
 
     def operand(self) -> SyntaxNode | None:
         e = self.exprs()
@@ -463,6 +525,12 @@ class PrefixExpr(SyntaxNode):
 class BinExpr(SyntaxNode):
     def op(self) -> SyntaxToken:
         return self.tokens()[0]
+
+    def op_kind(self) -> int:
+        """``op().kind`` without making the token (a BIN_EXPR always has its operator)."""
+        kind = self.first_token_kind()
+        assert kind is not None
+        return kind
 
     def operands(self) -> tuple[SyntaxNode | None, SyntaxNode | None]:
         e = self.exprs()
@@ -496,6 +564,16 @@ class ArgList(SyntaxNode):
 
     def keywords(self) -> list[Kwarg]:
         return [n for n in self.nodes() if isinstance(n, Kwarg)]
+
+    def split(self) -> tuple[list[SyntaxNode], list[Kwarg], list[SyntaxNode]]:
+        """(positional, keywords, every child node) in one pass over the children."""
+        every = self.nodes()
+        wanted = _IS_EXPR_OR_ERROR
+        return (
+            [n for n in every if wanted[n.green.kind]],
+            [n for n in every if isinstance(n, Kwarg)],
+            every,
+        )
 
 
 @view(K.KWARG)

@@ -18,9 +18,12 @@ file (and ``cocotb_stream``, which the generated cocotb test imports from here).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import tempfile
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,7 +39,9 @@ from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
 from keracheck.targets.verilog.batch import (
     CORES_PER_SIM,
     MAX_SEGMENTS,
+    SPLIT_WORK,
     Batch,
+    balance,
     chunks,
     clear_memo,
     design_of,
@@ -48,6 +53,8 @@ from keracheck.targets.verilog.cocotb_bench import (
     COCOTB_TEST,
     JOB_ENV,
     OUT_ENV,
+    check_design,
+    cocotb_outputs,
     cocotb_stream,
     render_wrapper,
     run_cocotb,
@@ -56,8 +63,10 @@ from keracheck.targets.verilog.testbench import (
     DISPLAY_MAX_BITS,
     QUICK_BUILD_VECTORS,
     hex_chunks,
+    prepare,
     render_testbench,
     run_plain,
+    write_inputs,
 )
 
 
@@ -147,9 +156,21 @@ class _VerilogTarget:
 
 
 class VerilatorTarget(_VerilogTarget):
-    """``verilog-verilator``: the plain test bench built with ``verilator --binary``."""
+    """``verilog-verilator``: the plain test bench built with Verilator."""
 
     name = "verilog-verilator"
+
+    def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
+        """Build every chunk's simulation first, side by side (one Verilator build is one
+        process verilating, then make: running two overlaps them on the CPUs), then simulate
+        as :class:`_VerilogTarget` does, every build now a cache hit."""
+        groups = [[cases[i] for i in idx] for idx in chunks(cases)]
+        if len(groups) > 1:
+            with ThreadPoolExecutor(min(len(groups), os.cpu_count() or 1)) as pool:
+                for done in [pool.submit(prepare, group) for group in groups]:
+                    with contextlib.suppress(Exception):  # reported when its chunk runs
+                        done.result()
+        return super().run_many(cases)
 
     def available(self) -> str | None:
         fix = f"{INSTALL_VERILATOR} g++ make"
@@ -185,6 +206,22 @@ class CocotbTarget(_VerilogTarget):
 
         return {"iverilog": Iverilog().version(), "cocotb": cocotb.__version__}
 
+    def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
+        """Icarus simulates on one CPU: a batch of much work (a loop design takes a vector
+        per run of its loop) is split by :func:`balance` into one part per CPU, simulated side
+        by side, each as :class:`_VerilogTarget` runs a batch."""
+        parts = balance(cases, os.cpu_count() or 1)
+        if len(parts) < 2:
+            return super().run_many(cases)
+        whole = super().run_many
+        results: list[Outputs | Exception] = [BackendError("case not run")] * len(cases)
+        with ThreadPoolExecutor(len(parts)) as pool:
+            done = pool.map(lambda p: whole([cases[i] for i in p]), parts)
+            for idx, outs in zip(parts, done, strict=True):
+                for i, res in zip(idx, outs, strict=True):
+                    results[i] = res
+        return results
+
     def _simulate(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs]:
         return run_cocotb(cases)
 
@@ -204,12 +241,16 @@ __all__ = [
     "MAX_SEGMENTS",
     "OUT_ENV",
     "QUICK_BUILD_VECTORS",
+    "SPLIT_WORK",
     "TARGETS",
     "Batch",
     "CocotbTarget",
     "VerilatorTarget",
+    "balance",
+    "check_design",
     "chunks",
     "clear_memo",
+    "cocotb_outputs",
     "cocotb_stream",
     "design_of",
     "hex_chunks",
@@ -222,4 +263,5 @@ __all__ = [
     "run_plain",
     "top_name",
     "unpack_port",
+    "write_inputs",
 ]

@@ -2,7 +2,8 @@
 
 Every distinct function is emitted once (memoised by fingerprint, top module
 ``kera_f<first 20 hex digits of the fingerprint>``) and instantiated once; each case is a
-segment of input vectors streamed into its design, one vector per clock.  :func:`chunks`
+segment of input vectors, and a design's segments are streamed into it back to back, one
+vector per clock (per ``ready`` with loops), every design at the same time.  :func:`chunks`
 bounds a simulation by core instances (:data:`CORES_PER_SIM`) and segments
 (:data:`MAX_SEGMENTS`, the size of the test bench's plan arrays).
 """
@@ -22,8 +23,10 @@ from kera.ir import Function
 from keracheck.target import BackendError, Inputs, Outputs
 from keracheck.targets.verilog.bus import pack_port, unpack_port
 
-MAX_SEGMENTS = 4096
+MAX_SEGMENTS = 4096  # cases per simulation
 CORES_PER_SIM = 2_000  # bounds Verilator's memory and build time per simulation
+#: below this much simulation work (core-clocks, :func:`work`) a batch is one part
+SPLIT_WORK = 1_000_000
 
 
 def _check_inputs(fn: Function, inputs: Inputs) -> int:
@@ -53,8 +56,17 @@ class Batch:
             segments.append((by_fp[fn.fingerprint], fn, inputs, n))
         return cls(designs, segments)
 
-    def input_bytes(self) -> bytes:
-        chunks = []
+    def counts(self) -> list[int]:
+        """Vectors per design: its segments' together, in segment order."""
+        n = [0] * len(self.designs)
+        for j, _, _, rows in self.segments:
+            n[j] += rows
+        return n
+
+    def design_inputs(self) -> list[bytes]:
+        """Per design, its vectors (its segments' in order): per vector each input port's bus
+        big-endian, padded to whole bytes, ports in order (what ``$fread`` reads)."""
+        per: list[list[bytes]] = [[] for _ in self.designs]
         for j, fn, inputs, _ in self.segments:
             d = self.designs[j]
             cols = [
@@ -62,11 +74,8 @@ class Batch:
                 for port, p in zip(d.inputs, fn.params, strict=True)
             ]
             if cols:
-                chunks.append(np.concatenate(cols, axis=1).tobytes())
-        return b"".join(chunks)
-
-    def plan(self) -> str:
-        return "".join(f"{j} {n}\n" for j, _, _, n in self.segments)
+                per[j].append(np.concatenate(cols, axis=1).tobytes())
+        return [b"".join(chunks) for chunks in per]
 
     def split(self, per_design: list[list[np.ndarray[Any, Any]]]) -> list[Outputs]:
         """Per-design result bytes (in segment order) -> per-case outputs."""
@@ -134,3 +143,34 @@ def chunks(cases: Sequence[tuple[Function, Inputs]]) -> list[list[int]]:
         seen.add(fn.fingerprint)
         load += cost
     return [g for g in groups if g]
+
+
+def work(fn: Function, inputs: Inputs) -> int:
+    """A case's simulation work in core-clocks: the clocks its design runs (vectors x
+    interval, plus its latency) times its core instances (at least one); 0 when it cannot
+    be emitted or its inputs are wrong (it fails on its own)."""
+    try:
+        d, n = design_of(fn), _check_inputs(fn, inputs)
+    except BackendError:
+        return 0
+    return (n * d.interval + d.latency) * max(1, sum(d.cores.values()))
+
+
+def balance(cases: Sequence[tuple[Function, Inputs]], parts: int) -> list[list[int]]:
+    """Case indices in at most ``parts`` groups of about equal simulation work, to simulate
+    side by side: the cases of one function stay together (its design is instantiated once
+    per simulation), the heaviest function goes to the lightest group, and each group keeps
+    input order.  One group when the whole is under :data:`SPLIT_WORK`."""
+    by_fn: dict[str, list[int]] = {}
+    for i, (fn, _) in enumerate(cases):
+        by_fn.setdefault(fn.fingerprint, []).append(i)
+    weight = {fp: sum(work(*cases[i]) for i in idx) for fp, idx in by_fn.items()}
+    if parts < 2 or sum(weight.values()) < SPLIT_WORK:
+        return [list(range(len(cases)))] if cases else []
+    groups: list[list[int]] = [[] for _ in range(parts)]
+    load = [0] * parts
+    for fp in sorted(by_fn, key=lambda f: -weight[f]):
+        k = load.index(min(load))
+        groups[k] += by_fn[fp]
+        load[k] += weight[fp]
+    return [sorted(g) for g in groups if g]

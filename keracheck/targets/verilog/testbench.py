@@ -1,16 +1,25 @@
 """The plain-Verilog batch test bench (target ``verilog-verilator``, and Icarus for speed).
 
-:func:`render_testbench` generates ``kera_tb``, which reads a plan (``plan.txt``: design and
-vector count per segment) and the vectors (``in.bin``: per vector, each input port's bus
-big-endian, padded to whole bytes, as ``$fread`` wants them), and writes each design's results
-with ``$fwrite`` (``out_<j>.hex``: per vector one line, one ``%h`` field per result port) and
-the latency it observed (``lat.txt``: design and clocks from first ``valid_in`` to first
-``valid_out``).  Vectors go one per clock; a design with loops (``interval`` > 1) has a
-``ready`` output, and when the batch holds one the bench presents each vector only on a clock
-where its design is ready (a valid/ready handshake: the vector is taken on a rising edge with
-``valid_in & ready``).  :func:`run_plain` builds it with ``verilator --binary`` (cached by content
-under ``$KERACHECK_CACHE`` or ``~/.cache/keracheck``) or compiles it with Icarus, runs it, and
-fails the batch when an observed latency differs from the emitter's schedule.
+:func:`render_testbench` generates ``kera_tb``.  Every design has a driver of its own, and all
+of them stream at once: design ``j`` reads its vector count from line ``j`` of ``plan.txt``
+and its vectors from ``in_<j>.bin`` (per vector, each input port's bus big-endian, padded to
+whole bytes, as ``$fread`` wants them; :func:`write_inputs` writes both), presents one vector
+per falling edge -- for a design with loops (``interval`` > 1, a ``ready`` output) only on an
+edge where it is ready, a valid/ready handshake: the vector is taken on a rising edge with
+``valid_in & ready`` -- and writes its results with ``$fwrite`` (``out_<j>.hex``: per vector one
+line, one ``%h`` field per result port).  At the end the bench writes the latency each design
+showed (``lat.txt``: design and clocks from first ``valid_in`` to first ``valid_out``).
+
+Each design runs on a clock of its own, ``clk & run_<j>``: on through reset, its vectors and a
+drain of ``LATENCY + 4`` clocks after the last one (a result past the expected ones shows up
+as a count mismatch), then held low, so a finished design costs the simulators nothing while
+the long ones (a loop takes one vector per run of the loop) go on; ``run_<j>`` changes only on
+a falling edge, while the clock is low, so the gated clock never glitches.  Simulated time is
+the longest design's, not the sum of all.
+
+:func:`run_plain` builds the bench with ``verilator --binary`` (cached by content under
+``$KERACHECK_CACHE`` or ``~/.cache/keracheck``) or compiles it with Icarus, runs it, and fails
+the batch when an observed latency differs from the emitter's schedule.
 """
 
 from __future__ import annotations
@@ -26,21 +35,32 @@ from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore
 from keracheck.runners.iverilog import Iverilog
 from keracheck.runners.verilator import Verilator
 from keracheck.target import BackendError, Inputs, Outputs
-from keracheck.targets.verilog.batch import MAX_SEGMENTS, Batch
+from keracheck.targets.verilog.batch import Batch
 from keracheck.targets.verilog.bus import nbytes, parse_hex_fields
 
-QUICK_BUILD_VECTORS = 200_000  # up to this many vectors a -O0 C++ build wins overall
+#: up to this many clocks of work per core instance a -O0 C++ build wins overall (build +
+#: simulation): -O0 builds about twice as fast, the optimised model simulates about 4x faster
+#: (for a design without loops a clock per vector: the name says vectors)
+QUICK_BUILD_VECTORS = 200_000
 
 #: Verilator refuses a $display-like argument wider than this (VL_VALUE_STRING_MAX_WIDTH)
 DISPLAY_MAX_BITS = 8192
 
+#: clocks a design's clock keeps running after its last vector, past its latency
+DRAIN = 4
 
-def _design_block(j: int, d: VerilogDesign) -> str:
-    lines = [f"    // design {j}: {d.function} ({d.top}, latency {d.latency})"]
-    lines.append(f"    wire vin_{j} = valid & (cur == {j});")
-    conns = [".clk(clk)", ".rst(rst)", f".valid_in(vin_{j})"]
+
+def _ports(j: int, d: VerilogDesign) -> tuple[list[str], list[str]]:
+    """(declarations, instance) of design j: its gated clock, inputs, outputs, handshake."""
+    lines = [
+        f"    reg run_{j} = 1'b1;  // its clock runs from reset until its results are out",
+        f"    wire clk_{j} = clk & run_{j};",
+        f"    reg vin_{j} = 1'b0;",
+    ]
+    conns = [f".clk(clk_{j})", ".rst(rst)", f".valid_in(vin_{j})"]
     for k, p in enumerate(d.inputs):
         lines.append(f"    reg [{p.width - 1}:0] in_{j}_{k} = {p.width}'d0;")
+        lines.append(f"    reg [{nbytes(p.width) * 8 - 1}:0] t_{j}_{k};")
         conns.append(f".{p.name}(in_{j}_{k})")
     if d.interval > 1:
         lines.append(f"    wire rdy_{j};")
@@ -50,17 +70,62 @@ def _design_block(j: int, d: VerilogDesign) -> str:
     for k, p in enumerate(d.outputs):
         lines.append(f"    wire [{p.width - 1}:0] out_{j}_{k};")
         conns.append(f".{p.name}(out_{j}_{k})")
+    return lines, conns
+
+
+def _design_block(j: int, d: VerilogDesign) -> str:
+    """Design j, its monitors (first accepted vector, first result, every result) and its
+    driver (``in_<j>.bin`` -> its inputs, one vector per ready falling edge)."""
+    lines, conns = _ports(j, d)
+    lines.insert(0, f"    // design {j}: {d.function} ({d.top}, latency {d.latency})")
     lines.append(f"    {d.top} u_{j} ({', '.join(conns)});")
-    lines.append(f"    integer fo_{j}, lin_{j}, lout_{j};")
+    lines.append(f"    integer n_{j}, k_{j}, rd_{j}, fin_{j}, fo_{j}, lin_{j}, lout_{j};")
+    lines.append(f"    reg done_{j} = 1'b0;")
     lines.append(
-        f"    always @(posedge clk) begin if (vin_{j} && lin_{j} < 0) lin_{j} <= cyc; "
+        f"    always @(posedge clk_{j}) begin if (vin_{j} && lin_{j} < 0) lin_{j} <= cyc; "
         f"if (vout_{j} && lout_{j} < 0) lout_{j} <= cyc; end"
     )
     fields = [hex_chunks(f"out_{j}_{k}", p.width) for k, p in enumerate(d.outputs)]
     fmt = " ".join("%h" * len(f) for f in fields)
     outs = ", ".join(arg for f in fields for arg in f)
-    lines.append(f'    always @(negedge clk) if (vout_{j}) $fwrite(fo_{j}, "{fmt}\\n", {outs});')
+    lines.append(
+        f'    always @(negedge clk_{j}) if (vout_{j}) $fwrite(fo_{j}, "{fmt}\\n", {outs});'
+    )
+    wait = (
+        f"            while (!rdy_{j}) begin vin_{j} = 1'b0; @(negedge clk); end\n"
+        if d.interval > 1
+        else ""
+    )
+    lines.append(
+        f"""    initial begin
+        lin_{j} = -1; lout_{j} = -1;
+        fin_{j} = $fopen("in_{j}.bin", "rb");
+        fo_{j} = $fopen("out_{j}.hex", "w");
+        @(negedge rst);
+        for (k_{j} = 0; k_{j} < n_{j}; k_{j} = k_{j} + 1) begin
+            @(negedge clk);
+{wait}            {_reads(j, d)}
+            vin_{j} = 1'b1;
+        end
+        @(negedge clk);
+        vin_{j} = 1'b0;
+        repeat ({d.latency + DRAIN}) @(negedge clk);
+        run_{j} = 1'b0;
+        done_{j} = 1'b1;
+    end"""
+    )
     return "\n".join(lines) + "\n"
+
+
+def _reads(j: int, d: VerilogDesign) -> str:
+    reads = []
+    for k, p in enumerate(d.inputs):
+        nb = nbytes(p.width)
+        reads.append(
+            f'rd_{j} = $fread(t_{j}_{k}, fin_{j}); if (rd_{j} != {nb}) begin $display("short '
+            f'read"); $finish; end in_{j}_{k} = t_{j}_{k}[{p.width - 1}:0];'
+        )
+    return " ".join(reads)
 
 
 def hex_chunks(bus: str, width: int) -> list[str]:
@@ -75,87 +140,53 @@ def hex_chunks(bus: str, width: int) -> list[str]:
     return [f"{bus}[{hi - 1}:{lo}]" for hi, lo in itertools.pairwise(bounds)]
 
 
-def _read_case(j: int, d: VerilogDesign) -> str:
-    reads = []
-    for k, p in enumerate(d.inputs):
-        nb = nbytes(p.width)
-        reads.append(
-            f'rd = $fread(t_{j}_{k}, fin); if (rd != {nb}) begin $display("short read"); '
-            f"$finish; end in_{j}_{k} = t_{j}_{k}[{p.width - 1}:0];"
-        )
-    return f"                    {j}: begin {' '.join(reads)} end\n"
-
-
 def render_testbench(designs: Sequence[VerilogDesign]) -> str:
-    """The plain batch test bench ``kera_tb`` for ``designs`` (design j selected by code j)."""
-    temps = "".join(
-        f"    reg [{nbytes(p.width) * 8 - 1}:0] t_{j}_{k};\n"
-        for j, d in enumerate(designs)
-        for k, p in enumerate(d.inputs)
-    )
-    opens = "".join(
-        f'        fo_{j} = $fopen("out_{j}.hex", "w"); lin_{j} = -1; lout_{j} = -1;\n'
+    """The plain batch test bench ``kera_tb`` for ``designs`` (design j reads line j of
+    ``plan.txt`` and ``in_<j>.bin``)."""
+    counts = "".join(
+        f'        if ($fscanf(fplan, "%d\\n", n_{j}) != 1) begin $display("bad plan"); $finish; end\n'
         for j in range(len(designs))
     )
     closes = "".join(
         f'        $fwrite(flat, "%0d %0d\\n", {j}, lout_{j} < 0 ? -1 : lout_{j} - lin_{j});\n'
-        f"        $fclose(fo_{j});\n"
+        f"        $fclose(fo_{j}); $fclose(fin_{j});\n"
         for j in range(len(designs))
     )
-    cases = "".join(_read_case(j, d) for j, d in enumerate(designs))
     blocks = "".join(_design_block(j, d) for j, d in enumerate(designs))
-    drain = max(d.latency for d in designs) + 4
-    wait = ""
-    if any(d.interval > 1 for d in designs):
-        rdy = [f"rdy_{j}" if d.interval > 1 else "1'b1" for j, d in enumerate(designs)]
-        blocks += (
-            f"    wire [{len(designs) - 1}:0] rdy = {{{', '.join(reversed(rdy))}}};"
-            "  // rdy[j]: design j takes a vector\n"
-        )
-        wait = "                while (!rdy[seg_d[s]]) begin valid = 1'b0; @(negedge clk); end\n"
+    done = ", ".join(f"done_{j}" for j in reversed(range(len(designs))))
     return f"""// Generated by keracheck.targets.verilog: plain batch test bench
 `timescale 1ns/1ps
 module kera_tb;
     reg clk = 1'b0;
     reg rst = 1'b1;
-    reg valid = 1'b0;
-    integer cur = -1;
     integer cyc = 0;
-    integer fin, fplan, flat, nseg, s, k, rd, a_d, a_n;
-    integer seg_d [0:{MAX_SEGMENTS - 1}];
-    integer seg_n [0:{MAX_SEGMENTS - 1}];
-{temps}    always #5 clk = ~clk;
+    integer fplan, flat;
+    always #5 clk = ~clk;
     always @(posedge clk) cyc <= cyc + 1;
 
 {blocks}
+    wire [{len(designs) - 1}:0] done = {{{done}}};  // done[j]: design j drained, clock off
+
     initial begin
         fplan = $fopen("plan.txt", "r");
-        fin = $fopen("in.bin", "rb");
-{opens}        nseg = 0;
-        while ($fscanf(fplan, "%d %d\\n", a_d, a_n) == 2) begin
-            seg_d[nseg] = a_d; seg_n[nseg] = a_n; nseg = nseg + 1;
-        end
+{counts}        $fclose(fplan);
         repeat (3) @(negedge clk);
         rst = 1'b0;
-        for (s = 0; s < nseg; s = s + 1) begin
-            for (k = 0; k < seg_n[s]; k = k + 1) begin
-                @(negedge clk);
-{wait}                cur = seg_d[s];
-                case (seg_d[s])
-{cases}                    default: ;
-                endcase
-                valid = 1'b1;
-            end
-        end
-        @(negedge clk);
-        valid = 1'b0;
-        repeat ({drain}) @(negedge clk);
+        while (done != {{{len(designs)}{{1'b1}}}}) @(negedge clk);
         flat = $fopen("lat.txt", "w");
 {closes}        $fclose(flat);
         $finish;
     end
 endmodule
 """
+
+
+def write_inputs(work: Path, batch: Batch) -> None:
+    """The bench's input files in ``work``: ``plan.txt`` (vectors per design, one line each)
+    and ``in_<j>.bin`` (design j's vectors)."""
+    (work / "plan.txt").write_text("".join(f"{n}\n" for n in batch.counts()))
+    for j, data in enumerate(batch.design_inputs()):
+        (work / f"in_{j}.bin").write_bytes(data)
 
 
 def _collect(work: Path, batch: Batch) -> list[Outputs]:
@@ -186,6 +217,38 @@ def _check_latency(batch: Batch, observed: dict[int, int]) -> None:
             )
 
 
+def clocks_per_core(batch: Batch) -> float:
+    """The simulation's work: clocks each design runs (vectors x interval, plus its latency),
+    weighted by its core instances (a design of none counts as one), per core instance."""
+    weights = [max(1, sum(d.cores.values())) for d in batch.designs]
+    clocks = [
+        n * d.interval + d.latency for d, n in zip(batch.designs, batch.counts(), strict=True)
+    ]
+    return sum(c * w for c, w in zip(clocks, weights, strict=True)) / max(1, sum(weights))
+
+
+def cxx_opt(batch: Batch) -> str | None:
+    """``-O0`` for Verilator's C++ when the simulation is short (:data:`QUICK_BUILD_VECTORS`
+    clocks per core instance or fewer), else Verilator's default (optimised)."""
+    return "-O0" if clocks_per_core(batch) <= QUICK_BUILD_VECTORS else None
+
+
+def prepare(cases: Sequence[tuple[Function, Inputs]], cache: Path | None = None) -> None:
+    """Build (into the cache) the Verilator bench of a batch, without running it: the target
+    builds its chunks side by side before simulating them one after another."""
+    batch = Batch.of(cases)
+    with tempfile.TemporaryDirectory(prefix="keracheck-verilog-") as tmp:
+        sources = _bench_sources(Path(tmp), batch)
+        Verilator().build(sources, "kera_tb", cache=cache, cxx_opt=cxx_opt(batch))
+
+
+def _bench_sources(work: Path, batch: Batch) -> list[Path]:
+    """Write the bench and the designs into ``work``; all the sources of a build."""
+    tb = work / "kera_tb.v"
+    tb.write_text(render_testbench(batch.designs))
+    return [tb, *batch.write_design_files(work), *rtl_sources()]
+
+
 def run_plain(
     cases: Sequence[tuple[Function, Inputs]],
     simulator: str = "verilator",
@@ -195,15 +258,10 @@ def run_plain(
     batch = Batch.of(cases)
     with tempfile.TemporaryDirectory(prefix="keracheck-verilog-") as tmp:
         work = Path(tmp)
-        tb = work / "kera_tb.v"
-        tb.write_text(render_testbench(batch.designs))
-        sources = [tb, *batch.write_design_files(work), *rtl_sources()]
-        (work / "plan.txt").write_text(batch.plan())
-        (work / "in.bin").write_bytes(batch.input_bytes())
+        sources = _bench_sources(work, batch)
+        write_inputs(work, batch)
         if simulator == "verilator":
-            vectors = sum(n for *_, n in batch.segments)
-            quick = "-O0" if vectors <= QUICK_BUILD_VECTORS else None
-            exe = Verilator().build(sources, "kera_tb", cache=cache, cxx_opt=quick)
+            exe = Verilator().build(sources, "kera_tb", cache=cache, cxx_opt=cxx_opt(batch))
             Verilator().run(exe, cwd=work)
         else:
             image = Iverilog().compile(sources, "kera_tb", work / "tb.vvp")

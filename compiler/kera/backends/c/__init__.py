@@ -4,8 +4,8 @@ Three modules, one concern each (docs/c-backend.md is the user's guide):
 
 * ``lower``: :data:`LOWER`, one row per op, the only place an op is lowered (helper bodies per
   kind of dtype for elementwise ops, a function for the structural ones, reshape an alias),
-  with what each op does to lazy NaN canonicalisation (``loop`` a region the emitter lowers
-  as a C ``for`` loop); :data:`SUPPORTED` is its keys.
+  with what each op does to lazy NaN canonicalisation (``loop`` and ``call`` regions the
+  emitter lowers: a C ``for`` loop, the callee's code in place); :data:`SUPPORTED` is its keys.
 * ``emit``: the translation unit: ISA levels (:data:`ISAS`, :data:`PINNED_FLAGS`), prelude,
   helper order, header, the per-function loop over ``LOWER``, :func:`emit` and :func:`write`.
 * ``abi``: what a caller sees: element types (:data:`IO_TYPES`), entry-point names

@@ -29,14 +29,20 @@ same trips), the body lowered by the same per-node loop as a function, in a :cla
 its own (``_Entry._body``).  Each carried value has two buffers reached through a *current*
 and a *next* pointer, swapped after every iteration, so the body never reads a value it has
 overwritten; carried values are canonicalised at every iteration boundary, so they are never
-NaN-dirty.  docs/c-backend.md ("Loops", "Dynamic indexing") has the details.
+NaN-dirty.
+
+Calls.  A ``call`` is its callee's nodes lowered in place, once per call group, in a
+:class:`_Scope` of their own whose parameters are the operands' tiles (``_Entry._emit_call``):
+straight-line code, no C function and no loop.  Operands are canonicalised before and results
+after, so a call's values are never NaN-dirty.  docs/c-backend.md ("Loops", "Calls",
+"Dynamic indexing") has the details.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -54,8 +60,8 @@ from kera.backends.c.lower import (
 )
 from kera.dtypes import DType
 from kera.files import write_atomic
-from kera.ir import Function, Graph, Node, loop_body, loop_group
-from kera.ops import Op
+from kera.ir import Function, Graph, Node, loop_body, loop_group, topo_order
+from kera.ops import REGION_OPS, Op
 
 #: gcc flags every build uses (contract: no contraction, IEEE, wrapping, no fast-math).
 #: -fno-math-errno only stops sqrt() from setting errno (the value is the same, correctly
@@ -465,20 +471,22 @@ class Arena:
 
 @dataclass
 class _Scope:
-    """What one region (the function, or a loop's body) knows while it is lowered: its lines
-    and the tiles, owners and NaN state of its nodes, keyed by ``id`` — nodes are interned and
-    may appear in several regions, each with its own tile."""
+    """What one region (the function, a loop's body or a callee) knows while it is lowered: its
+    lines and the tiles, owners and NaN state of its nodes, keyed by ``id`` — nodes are
+    interned and may appear in several regions (and a callee in several calls), each with its
+    own tile."""
 
-    prefix: str  # of its tile names: "" for the function, "<m>_" in loop m's body
-    body: list[str]  # its lines (the function's: per block of rows; a body's: per iteration)
+    prefix: str  # of its tile names: "" for the function, "<m>_" in region m (loop or call)
+    body: list[str]  # its lines: per block of rows, per iteration, or a callee's: the caller's
     names: dict[int, str] = field(default_factory=dict)  # id(node) -> tile name
     root: dict[int, Node] = field(default_factory=dict)  # id(node) -> owner of its tile
     dirty: set[int] = field(default_factory=set)  # ids of owners whose NaNs may be raw
     uniform: set[int] = field(default_factory=set)  # ids of nodes equal in every lane
-    bound: dict[int, str] = field(default_factory=dict)  # id(body parameter) -> existing tile
+    bound: dict[int, str] = field(default_factory=dict)  # id(region parameter) -> existing tile
     into: dict[int, str] = field(default_factory=dict)  # id(node) -> the buffer it is built in
-    groups: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # loop -> tiles
-    read: set[tuple[tuple[object, ...], int]] = field(default_factory=set)  # (loop, result)
+    groups: dict[tuple[object, ...], list[str]] = field(default_factory=dict)  # group -> tiles
+    read: set[tuple[tuple[object, ...], int]] = field(default_factory=set)  # (group, result)
+    same: set[tuple[tuple[object, ...], int]] = field(default_factory=set)  # uniform call results
 
 
 class _Entry:
@@ -495,7 +503,7 @@ class _Entry:
         self.outer: list[str] = []  # declarations and hoisted constant tiles
         self.top = _Scope("", [])  # the function's region: its lines run per block of rows
         self.s = self.top  # the region being lowered
-        self.loops = 0  # loops emitted so far: loop m's tiles are named after m
+        self.regions = 0  # loops and calls emitted so far: region m's tiles are named after m
 
     # -- storage
 
@@ -556,7 +564,7 @@ class _Entry:
         """Lower a region's nodes in order into the current scope, each arena tile released
         after its last use (results live to the end of the region)."""
         last = self._last_uses(nodes, results)
-        self.s.read = {(loop_group(n), n.int_attr("result")) for n in nodes if n.op is Op.LOOP}
+        self.s.read = {(loop_group(n), n.int_attr("result")) for n in nodes if n.op in REGION_OPS}
         for i, node in enumerate(nodes):
             self._lower(node, i)
             for dead in last.get(i, ()):
@@ -616,7 +624,7 @@ class _Entry:
 
     def _lower(self, node: Node, i: int) -> None:
         s = self.s
-        if id(node) in s.bound:  # a loop body's parameter: a tile of the enclosing region
+        if id(node) in s.bound:  # a body's or callee's parameter: a tile of the enclosing region
             s.names[id(node)] = s.bound[id(node)]
             return
         if node.op in _UNIFORM_LEAVES or (
@@ -629,7 +637,7 @@ class _Entry:
             s.names[id(node)] = s.names[id(node.inputs[0])]
             return
         if isinstance(rule, Region):
-            s.names[id(node)] = self._loop(node)[node.int_attr("result")]
+            self._grouped(node)
             return
         hoisted = isinstance(rule, Structural) and rule.hoisted
         name = s.into.get(id(node)) or f"{'c' if hoisted else 't'}{s.prefix}{i}"
@@ -644,15 +652,20 @@ class _Entry:
             self._declare(name, node.dtype, size, hoisted)
         target += rule.lower(self, node, name, size)
 
-    # -- loops: a C for loop over the body region, the carried values double-buffered
+    # -- regions (loop, call): emitted once per group, at the first of its sibling nodes
 
-    def _loop(self, node: Node) -> list[str]:
-        """The tiles of a loop's carried values after its last iteration; the loop is emitted
-        once per group, at the first of its sibling nodes."""
-        key = loop_group(node)
-        if key not in self.s.groups:
-            self.s.groups[key] = self._emit_loop(node)
-        return self.s.groups[key]
+    def _grouped(self, node: Node) -> None:
+        """Name node's tile: its group's result (a loop's carried value after the last
+        iteration, a callee's result), the group emitted by its op's ``_REGIONS`` entry when
+        its first sibling is met; a call result the same in every lane is uniform."""
+        s, key, k = self.s, loop_group(node), node.int_attr("result")
+        if key not in s.groups:
+            s.groups[key] = _REGIONS[node.op](self, node)
+        s.names[id(node)] = s.groups[key][k]
+        if (key, k) in s.same:
+            s.uniform.add(id(node))
+
+    # -- loops: a C for loop over the body region, the carried values double-buffered
 
     def _emit_loop(self, node: Node) -> list[str]:
         """Loop m.  Carried value j has two buffers, ``L<m>a<j>`` and ``L<m>b<j>``, reached
@@ -661,7 +674,7 @@ class _Entry:
         never reads a value an earlier statement of the same iteration overwrote.  The
         initial values are copied into the a buffers; after ``trips`` swaps the values are in
         the a buffers (even trips) or the b buffers (odd), which name the loop's results."""
-        m, self.loops = self.loops, self.loops + 1
+        m, self.regions = self.regions, self.regions + 1
         body, s = loop_body(node), self.s
         k, lo, trips = len(body.results), node.int_attr("lo"), node.int_attr("trips")
         ops = [s.names[id(x)] for x in node.inputs]
@@ -734,6 +747,61 @@ class _Entry:
             swap = f"{LANE[r.dtype]} *k_t = {cur[j]}; {cur[j]} = {nxt[j]}; {nxt[j]} = k_t;"
             s.body.append(f"{{ {swap} }}")
 
+    # -- calls: the callee's region lowered in place, its parameters bound to the operands
+
+    def _emit_call(self, node: Node) -> list[str]:
+        """Call m: the callee's nodes lowered once, in place (straight-line code, no loop and
+        no copies in), in a scope of their own (tiles ``t<m>_<i>``, constants ``c<m>_<i>``)
+        whose parameters are the operands' tiles.  Only what the results some node reads
+        depend on is lowered (a call has no effects; the rest would be dead code).  The
+        operands were canonicalised before (the ``Region`` row observes them) and the results
+        are canonicalised at the end, so a call's values are never NaN-dirty.  Returns the
+        tile of each result ("" for one no node reads)."""
+        m, self.regions = self.regions, self.regions + 1
+        body, outer, key = loop_body(node), self.s, loop_group(node)
+        ops = [outer.names[id(x)] for x in node.inputs]
+        head = f"call {m}: {body.name}({', '.join(ops)})"
+        outer.body.append(f"/* {comment(head)} */")
+        self.s = inner = _Scope(f"{m}_", outer.body)  # its lines go where the call stands
+        inner.bound = {id(p): t for p, t in zip(body.params, ops, strict=True)}
+        inner.uniform = {
+            id(p) for p, x in zip(body.params, node.inputs, strict=True) if id(x) in outer.uniform
+        }
+        read = [r if (key, k) in outer.read else None for k, r in enumerate(body.results)]
+        results = [r for r in read if r is not None]
+        self._region(topo_order(results), results)
+        for r in results:
+            self._clean(r)
+        self.s = outer
+        tiles = self._returned(key, m, inner, read)
+        outer.body.append(f"/* call {m} returns ({', '.join(t or '-' for t in tiles)}) */")
+        return tiles
+
+    def _returned(
+        self, key: tuple[object, ...], m: int, inner: _Scope, read: list[Node | None]
+    ) -> list[str]:
+        """The tiles of call m's results, each owned by its call node alone so that it dies
+        with it: a result that is not a tile of the callee's own (a parameter, which is an
+        operand's tile, or a tile already returned) is copied into ``t<m>_r<k>``.  Which
+        results are the same in every lane is recorded in the scope (``same``)."""
+        s = self.s
+        tiles: list[str] = []
+        owned: set[int] = set()
+        for k, r in enumerate(read):
+            if r is None:
+                tiles.append("")
+                continue
+            owner, tile, size = id(inner.root[id(r)]), inner.names[id(r)], prod(r.shape)
+            if owner in inner.bound or owner in owned:
+                tile = f"t{m}_r{k}"
+                self._declare(tile, r.dtype, size, hoisted=False)
+                s.body += _move(tile, inner.names[id(r)], size)
+            owned.add(owner)
+            if id(r) in inner.uniform:
+                s.same.add((key, k))
+            tiles.append(tile)
+        return tiles
+
     def _assemble(self) -> str:
         fn = self.fn
         out = [
@@ -769,6 +837,12 @@ class _Entry:
 
 #: leaves whose every lane holds the same value
 _UNIFORM_LEAVES = frozenset({Op.CONST, Op.IOTA})
+
+#: how each op that holds a region is emitted (the tiles of its results; ``lower.Region``)
+_REGIONS: dict[Op, Callable[[_Entry, Node], list[str]]] = {
+    Op.LOOP: _Entry._emit_loop,  # a C for loop, the carried values double-buffered
+    Op.CALL: _Entry._emit_call,  # the callee in place, once per call group
+}
 
 
 def _buildable(node: Node) -> bool:

@@ -13,8 +13,9 @@ A row is one of three kinds:
   function that returns the node's C lines, given the :class:`Cx` of the entry point being
   lowered (``kera.backends.c.emit`` drives the per-function loop, the tiles and their storage).
 * :class:`Alias` (reshape): the node's tile *is* its input's (same elements, same order).
-* :class:`Region` (loop): the node owns a region of nodes (its body), which the emitter emits
-  itself as a C ``for`` loop (``kera.backends.c.emit``, ``_Entry._loop``).
+* :class:`Region` (loop, call): the node owns a region of nodes (a loop's body, a call's
+  callee), which the emitter emits itself: a loop as a C ``for`` loop, a call as its callee's
+  code in place, once per group (``kera.backends.c.emit``, ``_Entry._grouped``).
 
 Every row also says what it does to the lazy NaN canonicalisation (:class:`Nan`).
 
@@ -241,10 +242,11 @@ class Alias:
 
 @dataclass(frozen=True)
 class Region:
-    """An op that owns a region of nodes (``loop``'s body): the emitter lowers it itself, as a
-    C ``for`` loop over the body's nodes with the carried values double-buffered.  Its float
-    inputs are canonicalised first and every carried value is canonicalised at the end of each
-    iteration, so a carried tile is never NaN-dirty and the loop's results are exact."""
+    """An op that owns a region of nodes (``loop``'s body, ``call``'s callee): the emitter
+    lowers it itself, a loop as a C ``for`` loop over the body's nodes with the carried values
+    double-buffered, a call as its callee's nodes in place.  Its float inputs are canonicalised
+    first and its region's results are canonicalised at its end (each iteration's, for a
+    loop), so a carried tile is never NaN-dirty and the op's results are exact."""
 
     nan: Nan = Nan.OBSERVES
 
@@ -863,8 +865,9 @@ LOWER: dict[Op, Rule] = {
     # -- dynamic indexing: starts clamped in 64-bit arithmetic before any address is formed
     Op.DYNAMIC_SLICE: Structural(_dynamic_slice, Nan.MOVES),
     Op.DYNAMIC_UPDATE_SLICE: Structural(_dynamic_update_slice, Nan.MOVES),  # a copy, then v
-    # -- regions: a C for loop over the body (emit._Entry._loop), carried values double-buffered
-    Op.LOOP: Region(),
+    # -- regions (emit._REGIONS): operands cleaned before, results clean after
+    Op.LOOP: Region(),  # a C for loop over the body, carried values double-buffered
+    Op.CALL: Region(),  # the callee's nodes in place, once per call group, bound to the operands
 }
 
 #: every op this back end lowers: the keys of LOWER

@@ -7,7 +7,8 @@ Kernel ABI (``kera_<function name>``)::
     .param .u32 n                  the batch size N
 
 Thread ``i`` computes batch row ``i``, fully unrolled (every element in its own register)
-except loops, which are loops in the kernel over those registers.
+except loops, which are loops in the kernel over those registers (a call is its callee's
+code in place, on the operands' registers).
 
 The package (``docs/ptx-backend.md`` has the fix-ups and their ISA references):
 
@@ -17,8 +18,8 @@ The package (``docs/ptx-backend.md`` has the fix-ups and their ISA references):
 ``lower.py``    :data:`LOWER`, the one op -> lowering table (why each row is contract-exact);
                 :data:`SUPPORTED` derives from it
 ``region.py``   :class:`Walk`, the walk over a region's nodes; :data:`NODES`, the ops
-                lowered a whole node at a time (``loop`` as a loop in the kernel, dynamic
-                indexing)
+                lowered a whole node at a time (``loop`` as a loop in the kernel, ``call``
+                as its callee walked in place, dynamic indexing)
 ``dynamic.py``  ``dynamic_slice``/``dynamic_update_slice``: clamped starts and mux trees
 ``emit.py``     the kernel structure: loads, stores, one element for the walk,
                 ``emit``/``emit_graph``/``write``

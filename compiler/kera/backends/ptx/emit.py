@@ -8,7 +8,8 @@ exit), fully unrolled: every tensor element lives in its own register, data move
 renaming, and reductions are trees of instructions in the contract's order.  ``bool`` is one
 byte in memory (0/1) and a ``.pred`` register inside the kernel.  Each element of an op is
 lowered by its row of :data:`kera.backends.ptx.lower.LOWER`; loops and dynamic indexing by
-:data:`kera.backends.ptx.region.NODES` (a loop is a loop in the kernel, over registers).
+:data:`kera.backends.ptx.region.NODES` (a loop is a loop in the kernel, over registers; a call
+is its callee walked in place, on its operands' registers).
 """
 
 from __future__ import annotations

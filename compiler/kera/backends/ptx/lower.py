@@ -20,8 +20,8 @@ Why the PTX is contract-exact (the fix-ups; ``docs/ptx-backend.md`` has the ISA 
 Reductions, ``dot``, ``matmul`` and data movement are not rows: ``elementmaps.unroll`` builds
 them from the rows of their step ops (``kera.ops.REDUCE_STEP``) and of ``elementmaps.PRODUCT``,
 each used in its :attr:`Row.step` form (``emit.py``), and each tree's float root is
-canonicalised.  Nor are ``loop``, ``dynamic_slice`` and ``dynamic_update_slice``, lowered a
-whole node at a time (``region.NODES``).
+canonicalised.  Nor are ``loop``, ``call``, ``dynamic_slice`` and ``dynamic_update_slice``,
+lowered a whole node at a time (``region.NODES``).
 """
 
 from __future__ import annotations
@@ -283,5 +283,5 @@ LOWER: dict[Op, Row] = {
 }
 
 #: the elementwise rows, the structure elementmaps unrolls from them, the leaves, and the ops
-#: lowered a whole node at a time (loops, dynamic indexing: ``region.NODES``)
+#: lowered a whole node at a time (loops, calls, dynamic indexing: ``region.NODES``)
 SUPPORTED = supported(LOWER) | {op.value for op in NODES}

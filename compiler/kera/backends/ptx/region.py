@@ -1,5 +1,6 @@
 """The walk over a region's nodes, with the ops lowered a whole node at a time: ``loop``
-(a real loop in the kernel) and dynamic indexing (``dynamic.py``).
+(a real loop in the kernel), ``call`` (its callee walked in place) and dynamic indexing
+(``dynamic.py``).
 
 Every other node is lowered exactly as ``elementmaps.unroll_function`` does it (parameters
 loaded, constants materialised, structural ops unrolled, elementwise ops one ``LOWER`` row
@@ -25,6 +26,16 @@ recursively.  Every thread runs the same trips, so the branch never diverges; it
 one after the other, in order.  A constant first materialised inside a body is defined before
 any later use: every body runs at least once (``trips >= 1``) and is entered by falling
 through, so its definitions dominate the code after it.
+
+A call group (the sibling ``call`` nodes of one call, one per callee result) is the simpler
+case: its callee is walked once, where the group's first node comes, as a region of its own
+with its parameters bound to the operands' registers — straight-line code, no label, no copy.
+A result is whatever register the callee's walk gives it: a new one, an operand's (a callee
+that returns its parameter) or the constant pool's.  Every register is written once outside
+a loop's commit, so sharing one between the caller and the callee is safe, and a second call
+of the same callee is walked again with fresh registers (nothing carries from one call to
+the next).  Float values are exact bits in registers (every arithmetic result is
+canonicalised where it is made), so the call boundary needs no fix-up.
 """
 
 from __future__ import annotations
@@ -73,6 +84,15 @@ class Walk:
         groups, key = self.groups[-1], loop_group(node)
         if key not in groups:
             groups[key] = self._emit_loop(node, ins)
+        return groups[key][node.int_attr("result")]
+
+    def call(self, node: Node, ins: list[Elems]) -> Elems:
+        """One result of a call; the group's callee is walked at its first node."""
+        groups, key = self.groups[-1], loop_group(node)
+        if key not in groups:
+            callee = loop_body(node)
+            bound = {id(p): v for p, v in zip(callee.params, ins, strict=True)}
+            groups[key] = self.region(callee, bound)
         return groups[key][node.int_attr("result")]
 
     def _emit_loop(self, node: Node, ins: list[Elems]) -> list[Elems]:
@@ -129,9 +149,11 @@ def _dynamic(lower: Callable[[Kernel, Node, Sequence[Elems]], Elems]) -> NodeLow
 NodeLower = Callable[[Walk, Node, list[Elems]], Elems]
 
 #: ops lowered a whole node at a time: their elements are not independent of each other (a
-#: start index that is data chooses among them; a loop runs its body) — SUPPORTED counts them
+#: start index that is data chooses among them; a loop runs its body, a call its callee) —
+#: SUPPORTED counts them
 NODES: dict[Op, NodeLower] = {
     Op.DYNAMIC_SLICE: _dynamic(dynamic_slice),
     Op.DYNAMIC_UPDATE_SLICE: _dynamic(dynamic_update_slice),
     Op.LOOP: Walk.loop,
+    Op.CALL: Walk.call,
 }

@@ -17,7 +17,8 @@ A function with loops is still one top module, with an ``output wire ready`` aft
 FSM, ``loop.py``) and the top accepts a vector (``valid_in & ready``) once per
 :attr:`VerilogDesign.interval` clocks; results still come exactly ``latency`` clocks later.
 ``dynamic_slice``/``dynamic_update_slice`` clamp their start indices and select through
-registered muxes (``dynamic.py``).
+registered muxes (``dynamic.py``).  A ``call`` adds no module: its callee's cells join the
+caller's datapath (or loop body), bound to the operands' nets, in one schedule.
 
 Reductions, dot and matmul are the contract's tree laid out in hardware: pad to a power of two
 with the identity, then ``x[i] = op(x[i], x[i+s])`` for ``s = P/2 .. 1``.  A step whose right
@@ -36,7 +37,7 @@ The package (``docs/verilog-backend.md`` has the latency model and the targets):
 ``render.py``    liveness, the ASAP schedule, delay lines, the text; :class:`VerilogDesign`,
                  :class:`Port`, port and module names
 ``emit.py``      one element for the shared loop, :data:`NODES` (the ops lowered as whole
-                 nodes: dynamic indexing, loops); :data:`SUPPORTED` derives from ``LOWER``
+                 nodes: dynamic indexing, loops, calls); :data:`SUPPORTED` derives from ``LOWER``
                  and ``NODES``; ``emit``/``emit_graph``/``write``
 ===============  =============================================================================
 

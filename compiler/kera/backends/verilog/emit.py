@@ -7,9 +7,11 @@ element is built by its op's row of :data:`kera.backends.verilog.lower.LOWER`, e
 its operands are constant cells: the back end evaluates no op (folding is the ``fold`` pass's,
 once, at ``-O1`` and up; ``docs/verilog-backend.md``).  The ops
 ``elementmaps`` has no static element map for are rows of :data:`NODES`, lowered a whole node
-at a time: dynamic indexing (``dynamic.py``) and loop groups (one instance of a loop module
+at a time: dynamic indexing (``dynamic.py``), loop groups (one instance of a loop module
 per group, ``loop.py``; the body is unrolled here into its own netlist by the same walk,
-:func:`unroll_region`).  The netlist is then scheduled and rendered (``render.py``).
+:func:`unroll_region`) and call groups (the callee unrolled by that walk into the caller's
+own netlist, its parameters bound to the operands' nets: :func:`_call`).  The netlist is then
+scheduled and rendered (``render.py``).
 """
 
 from __future__ import annotations
@@ -124,6 +126,25 @@ def _loop(el: _Elements, node: Node, ins: list[Elems]) -> Elems:
     return el.groups[key][node.int_attr("result")]
 
 
+def _call(el: _Elements, node: Node, ins: list[Elems]) -> Elems:
+    """One result of a call group; the group's callee joins the netlist at its first node.
+
+    A call is no FSM and no module: the callee's nodes become cells of the caller's netlist
+    (the function's, or a loop body's), its parameters bound to the operands' element nets,
+    its results the nets its walk gives (an operand's own net for a callee that returns its
+    parameter, a shared constant cell for a constant).  The ASAP schedule then runs over the
+    combined netlist, so the latency (and the schedule report) is that of the whole datapath,
+    with no register at the call boundary; loops inside the callee are loop instances of the
+    caller's netlist like any other (``_loop``).  Each call group is walked on its own, so two
+    calls of one callee are two copies of its cells."""
+    key = loop_group(node)
+    if key not in el.groups:
+        callee = loop_body(node)
+        bound = dict(zip(map(id, callee.params), ins, strict=True))
+        el.groups[key] = unroll_region(callee, _Elements(el.nl, {}, el.loops, bound=bound))
+    return el.groups[key][node.int_attr("result")]
+
+
 #: one whole node (all its elements) from the elements of its operands
 NodeLower = Callable[[_Elements, Node, list[Elems]], Elems]
 
@@ -155,11 +176,13 @@ def _on_netlist(lower: Callable[[Netlist, Node, list[Elems]], Elems]) -> NodeLow
 
 #: the ops this back end lowers as whole nodes rather than element by element (``elementmaps``
 #: has no static element map for them): run-time indices select through muxes
-#: (``dynamic.py``), a loop group becomes one module with an FSM (``loop.py``)
+#: (``dynamic.py``), a loop group becomes one module with an FSM (``loop.py``), a call group
+#: its callee's cells in the caller's netlist
 NODES: dict[Op, NodeLower] = {
     Op.DYNAMIC_SLICE: _on_netlist(dynamic_slice),
     Op.DYNAMIC_UPDATE_SLICE: _on_netlist(dynamic_update_slice),
     Op.LOOP: _loop,
+    Op.CALL: _call,
 }
 
 SUPPORTED = supported(LOWER) | frozenset(op.value for op in NODES)

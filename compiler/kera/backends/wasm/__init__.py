@@ -8,7 +8,7 @@ Package shape, in dependency order::
                lane); the value representation, canon (the one NaN canonicaliser), lanewise
     fma.py     the exact fma helper functions (f32 by round-to-odd, f64 by integer emulation)
     emit.py    kernels (groups, buffers, movement, dynamic windows, reduction trees, loops and
-               their body regions), module assembly, layout, SUPPORTED (derived from the
+               calls and their regions), module assembly, layout, SUPPORTED (derived from the
                tables) and the ``kerac emit`` entry points
 
 The calling convention and the code shape are in :mod:`kera.backends.wasm.emit`; how each gap

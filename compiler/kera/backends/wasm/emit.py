@@ -32,7 +32,9 @@ group (never unrolled): carried values live in two scratch arrays each, ``cur`` 
 ``next`` written by the body, the pointers swapped after every iteration; captured operands
 are computed once before it; the body is emitted once inside it as a region of its own
 (:class:`_Scope`), by the same per-node code, nested loops included; the index is an i32
-local.  See ``docs/wasm-backend.md``, "Dynamic indexing" and "Loops".
+local.  A ``call`` is its callee's region emitted in place, once per call group, in a scope
+whose parameters are the operands' arrays and whose results go to arrays of their own.  See
+``docs/wasm-backend.md``, "Dynamic indexing", "Loops" and "Calls".
 """
 
 from __future__ import annotations
@@ -72,12 +74,13 @@ from kera.backends.wasm.fma import fma_f32, fma_f64
 from kera.backends.wasm.lower import BOOL, VT, Site
 from kera.dtypes import DType
 from kera.files import write_atomic
-from kera.ir import Function, Graph, Node, loop_body, loop_group
+from kera.ir import Function, Graph, Node, loop_body, loop_group, topo_order
 from kera.ops import (
     ELEMENTWISE,
     LEAVES,
     REDUCE,
     REDUCE_STEP,
+    REGION_OPS,
     Op,
     reduce_identity_bits,
 )
@@ -221,23 +224,27 @@ class _ModuleState:
 
 @dataclass
 class _Scope:
-    """The region being emitted: the exported function, or a loop's body inside its loop.
+    """The region being emitted: the exported function, a loop's body inside its loop, or a
+    callee where it is called.
 
     What a node's values are is looked up here, per region, never function-wide: regions nest
     and share interned nodes (every body's index is the same ``_0`` node, and an inner body's
-    carried ``_1`` may be the outer body's ``_1``).  ``inputs`` maps a parameter to the local
-    holding its array's address, ``outputs`` are the locals of the arrays the results go to,
-    ``base`` maps a node to the local holding its array's address, ``loops`` a loop group
-    already run to the locals of its final carried arrays.  In a body, ``index`` is the index
-    parameter and the local holding its value, ``index_buf`` the local of the array it is
-    spread into each iteration when something reads it through memory.
+    carried ``_1`` may be the outer body's ``_1``).  ``nodes`` are the region's nodes in an
+    order valid to run, ``results`` the values it hands back (a callee's: those some node
+    reads), ``inputs`` maps a parameter to the local holding its array's address, ``outputs``
+    are the locals of the arrays the results go to, ``base`` maps a node to the local holding
+    its array's address, ``groups`` a loop or call group already run to the locals of its
+    result arrays by result index (a loop's final carried ones).  In a body, ``index`` is the
+    index parameter and the local holding its value, ``index_buf`` the local of the array it
+    is spread into each iteration when something reads it through memory.
     """
 
-    fn: Function
+    nodes: list[Node]
+    results: Sequence[Node]
     inputs: dict[Node, int]
     outputs: list[int]
     base: dict[Node, int] = field(default_factory=dict)
-    loops: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
+    groups: dict[tuple[Any, ...], dict[int, int]] = field(default_factory=dict)
     index: tuple[Node, int] | None = None
     index_buf: int | None = None
 
@@ -255,7 +262,7 @@ class _Kernel:
         self.loc = Locals([I32] * (2 + n_in + n_out))
         self.n, self.scratch = 0, 1
         inputs = {p: 2 + i for i, p in enumerate(fn.params)}
-        self.sc = _Scope(fn, inputs, [2 + n_in + j for j in range(n_out)])
+        self.sc = _Scope(fn.nodes(), fn.results, inputs, [2 + n_in + j for j in range(n_out)])
         self._temps: dict[ValType, int] = {}
         #: the values of the const and iota nodes met so far (materialised, see _materialise)
         self.consts: dict[Node, np.ndarray[Any, Any]] = {}
@@ -522,7 +529,7 @@ class _Kernel:
 
     def _region(self) -> Code:
         """The code of the current scope's region: its actions, then its result copies."""
-        nodes = self.sc.fn.nodes()
+        nodes = self.sc.nodes
         self._materialise(nodes)
         actions = self._actions(nodes)
         owner = {id(m): k for k, act in enumerate(actions) for m in act}
@@ -544,10 +551,10 @@ class _Kernel:
 
     def _assign_outputs(self, actions: list[list[Node]]) -> dict[int, int]:
         """Result j is written in place by the node computing it (first occurrence); a loop's
-        values stay in its own two buffers and are copied."""
+        or a call's values stay in its own buffers and are copied."""
         computed = {id(m) for act in actions for m in act if m.op not in _CONTROL}
         primary: dict[int, int] = {}
-        for j, r in enumerate(self.sc.fn.results):
+        for j, r in enumerate(self.sc.results):
             k = self.key(r)
             if id(k) in computed and id(k) not in primary:
                 primary[id(k)] = j
@@ -591,7 +598,7 @@ class _Kernel:
 
     def _result_copies(self, primary: dict[int, int]) -> Code:
         code: Code = []
-        for j, r in enumerate(self.sc.fn.results):
+        for j, r in enumerate(self.sc.results):
             k = self.key(r)
             if primary.get(id(k)) == j:
                 continue
@@ -608,7 +615,7 @@ class _Kernel:
 
     def _single(self, node: Node, primary: dict[int, int]) -> Code:
         if node.op in _CONTROL:
-            return _CONTROL[node.op](self, node)
+            return self._grouped(node)
         out = self._own_buffer(node)
         if node.op in _PLANS:
             return self._reduction(node, out)
@@ -754,19 +761,48 @@ class _Kernel:
             code += put(off, op("i32.add", get(off), op("i32.mul", get(t), i32c(stride))))
         return code, off
 
-    # -- loops
+    # -- regions (loop, call)
 
-    def _loop(self, node: Node) -> Code:
-        """A loop node's value: its group's loop is emitted at the first sibling met; every
-        sibling reads its carried value from that one run's final buffer."""
+    def _grouped(self, node: Node) -> Code:
+        """A loop or call node's value: its group's region is emitted (by its op's
+        :data:`_CONTROL` entry) at the first sibling met; every sibling reads its value from
+        that one run's buffer."""
         group = loop_group(node)
         code: Code = []
-        if group not in self.sc.loops:
-            code, self.sc.loops[group] = self._run_loop(node)
-        self.sc.base[node] = self.sc.loops[group][node.int_attr("result")]
+        if group not in self.sc.groups:
+            code, self.sc.groups[group] = _CONTROL[node.op](self, node)
+        self.sc.base[node] = self.sc.groups[group][node.int_attr("result")]
         return code
 
-    def _run_loop(self, node: Node) -> tuple[Code, list[int]]:
+    def _run_call(self, node: Node) -> tuple[Code, dict[int, int]]:
+        """The callee's region, emitted once per call group, in place (no loop): its
+        parameters are the operands' arrays (their addresses in locals, set here), its results
+        go to arrays of their own in scratch, written by the nodes computing them (a result
+        that is a parameter, a constant or a value returned twice is copied there).  Only the
+        results some node of this region reads are made, with what they depend on (a call has
+        no effects).  Values are canonical in memory, so nothing happens to NaNs at the
+        boundary.  Returns the code and the locals pointing at the result arrays."""
+        body, group = loop_body(node), loop_group(node)
+        code: Code = []
+        inputs: dict[Node, int] = {}
+        for p, x in zip(body.params, node.inputs, strict=True):
+            inputs[p] = self.loc.new(I32)
+            code += put(inputs[p], self.buffer(self.key(x)))
+        read = sorted(
+            {
+                n.int_attr("result")
+                for n in self.sc.nodes
+                if n.op is node.op and loop_group(n) == group
+            }
+        )
+        results = [body.results[k] for k in read]
+        outs = [self._alloc(_nbytes(r)) for r in results]
+        code += self._inside(_Scope(topo_order(results), results, inputs, outs))
+        return code, dict(zip(read, outs, strict=True))
+
+    # -- loops
+
+    def _run_loop(self, node: Node) -> tuple[Code, dict[int, int]]:
         """``block loop <body> <swap> br_if 0 end end``, run ``trips`` times (at least once).
 
         Each carried value has two arrays in scratch, ``cur`` (read by the body) and ``next``
@@ -779,13 +815,14 @@ class _Kernel:
         code, inputs, cur, nxt = self._loop_operands(node, body)
         index, count = self.loc.new(I32), self.loc.new(I32)
         code += put(index, i32c(node.int_attr("lo"))) + put(count, i32c(node.int_attr("trips")))
-        step = self._iteration(_Scope(body, inputs, nxt, index=(body.params[0], index)))
+        scope = _Scope(body.nodes(), body.results, inputs, nxt, index=(body.params[0], index))
+        step = self._iteration(scope)
         for now, then in zip(cur, nxt, strict=True):  # swap: cur, next = next, cur
             step += [*get(now), *get(then), ins("local.set", now), ins("local.set", then)]
         step += put(index, op("i32.add", get(index), i32c(1)))  # wraps after the last trip only
         step += [*op("i32.sub", get(count), i32c(1)), ins("local.tee", count), ins("br_if", 0)]
         loop = [ins("block", BT_EMPTY), ins("loop", BT_EMPTY), *step, ins("end"), ins("end")]
-        return code + loop, cur
+        return code + loop, dict(enumerate(cur))
 
     def _loop_operands(
         self, node: Node, body: Function
@@ -813,15 +850,19 @@ class _Kernel:
     def _iteration(self, scope: _Scope) -> Code:
         """One iteration: the body's region in its own scope, preceded by spreading the index
         into its array when something in the body reads the index through memory."""
+        region = self._inside(scope)
+        if scope.index_buf is None or scope.index is None:
+            return region
+        index = get(scope.index[1])
+        spread = self.map(get(self.n), [], {"i": (DType.I32, index)}, [],
+                          [Stream("i", DType.I32, get(scope.index_buf))])  # fmt: skip
+        return spread + region
+
+    def _inside(self, scope: _Scope) -> Code:
+        """The region of ``scope`` (a loop's body, a callee), emitted in that scope."""
         outer, self.sc = self.sc, scope
         try:
-            region = self._region()
-            if scope.index_buf is None or scope.index is None:
-                return region
-            index = get(scope.index[1])
-            spread = self.map(get(self.n), [], {"i": (DType.I32, index)}, [],
-                              [Stream("i", DType.I32, get(scope.index_buf))])  # fmt: skip
-            return spread + region
+            return self._region()
         finally:
             self.sc = outer
 
@@ -928,9 +969,11 @@ _PLANS: dict[Op, Callable[[_Kernel, Node], _Plan]] = {
     Op.MATMUL: _Kernel._plan_matmul,  # row i of a times column j of b
 }
 
-#: ops that hold a region: no array of their own, their values stay in the region's buffers
-_CONTROL: dict[Op, Callable[[_Kernel, Node], Code]] = {
-    Op.LOOP: _Kernel._loop,  # a wasm loop over the body, carried values double-buffered
+#: ops that hold a region: no array of their own, their values stay in the region's buffers;
+#: each entry emits one group's region and returns its code and its result arrays' locals
+_CONTROL: dict[Op, Callable[[_Kernel, Node], tuple[Code, dict[int, int]]]] = {
+    Op.LOOP: _Kernel._run_loop,  # a wasm loop over the body, carried values double-buffered
+    Op.CALL: _Kernel._run_call,  # the callee's region in place, once per call group
 }
 
 #: contract ops this back end lowers: the keys of its tables, never a hand-kept list
@@ -999,12 +1042,12 @@ def _tree_length(node: Node) -> int:
 
 
 def _region_nodes(fn: Function, seen: set[int]) -> list[Node]:
-    """fn's nodes and those of every loop body in it, nested ones included (each body once:
-    a loop's sibling nodes share theirs)."""
+    """fn's nodes and those of every loop body and callee in it, nested ones included (each
+    region once: a group's sibling nodes share theirs)."""
     out = []
     for node in fn.nodes():
         out.append(node)
-        if node.op is Op.LOOP and id(body := loop_body(node)) not in seen:
+        if node.op in REGION_OPS and id(body := loop_body(node)) not in seen:
             seen.add(id(body))
             out += _region_nodes(body, seen)
     return out
