@@ -207,6 +207,18 @@ def cmd_emit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_lsp(args: argparse.Namespace) -> int:
+    """``kerac lsp``: the language server over stdio (docs/editor.md); needs pygls."""
+    try:
+        from kera.lsp.server import main as serve
+    except ImportError as e:
+        raise CliError(
+            f"kerac lsp needs pygls and lsprotocol ({e}); install them with "
+            "`.venv/bin/python -m pip install -e '.[lsp]'` (./scripts/setup does)"
+        ) from None
+    return serve()
+
+
 def _parser() -> argparse.ArgumentParser:
     from kera.version import version_action
 
@@ -228,6 +240,11 @@ def _parser() -> argparse.ArgumentParser:
         ("fmt", "format Kera sources in place (or --check)", cmd_fmt),
         ("emit", "emit target code (c, wasm, wat, ptx, verilog)", cmd_emit),
     ]
+    lsp = sub.add_parser("lsp", help="run the language server over stdio (docs/editor.md)")
+    lsp.add_argument(
+        "--stdio", action="store_true", help="accepted for editors; stdio is the default"
+    )
+    lsp.set_defaults(func=cmd_lsp)
     for name, help_text, fn in commands:
         sp = sub.add_parser(name, help=help_text)
         sp.set_defaults(func=fn)
