@@ -1,6 +1,7 @@
 """``keracheck fuzz`` benchmarks: throughput, time to detection, shrinking.
 
     .venv/bin/python bench/bench_fuzz.py [--budget 30] [--targets ref,cpu,wasm] [--skip ...]
+                                         [--split-batches 10]
 
 1. ``generate``: graphs/s of the strategy alone (Hypothesis drawing and graph building).
 2. ``ref``: graphs/s generated and checked against ``ref`` alone (every graph interpreted).
@@ -8,6 +9,11 @@
    through the warm worker processes, with a fresh ``KERACHECK_CACHE`` so every gcc build is
    real.  "graphs" counts every graph Hypothesis drew, "distinct" only the first of each
    fingerprint (a repeat is a cache hit); both rates are printed.
+3b. ``split``: the cpu target's cold build of the first ``--split-batches`` batches of a
+   seed-0 campaign, one batch per build as the fuzz loop builds them, with the batch split
+   over the CPUs by function count (as before) and by the size of each function's C text
+   (``keracheck.targets.cpu.balance``), alternately batch by batch: wall and CPU seconds (the
+   compilers are this process's children, so their CPU time is counted).
 4. ``plugin``: graphs/s against ref and a pure-Python plugin
    (``tests/unit/plugins/fake_targets.py:Clone``, the reference interpreter behind the plugin
    interface), in warm worker processes and in this process (``--in-process``), each as a
@@ -33,6 +39,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,7 +59,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from kera.backends import c  # noqa: E402
 from kera.ir import Function  # noqa: E402
 from keracheck.fuzz import policies, select_targets  # noqa: E402
-from keracheck.fuzz.engine import Campaign, Finding, Options  # noqa: E402
+from keracheck.fuzz.engine import Campaign, Finding, Options, common_ops  # noqa: E402
 from keracheck.fuzz.strategies import Drawn, batches  # noqa: E402
 from keracheck.targets.cpu import CpuTarget  # noqa: E402
 
@@ -76,7 +83,8 @@ class CpuContract(CpuTarget):
 
 def header() -> None:
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}, "
-          f"{os.cpu_count()} cores")  # fmt: skip
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")  # fmt: skip
 
 
 def bench_generate(seconds: float) -> None:
@@ -212,14 +220,71 @@ def bench_gcc(out: str) -> None:
         print("  (the contraction was not found within the example budget)")
 
 
+def drawn_batches(count: int, targets: list[Any]) -> list[list[Function]]:
+    """The first ``count`` batches a seed-0 campaign against ``targets`` draws."""
+    out: list[list[Function]] = []
+
+    @settings(database=None, deadline=None, max_examples=count, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @seed(0)
+    @given(batches(common_ops(targets), policies.DEFAULT))
+    def draw(batch: list[Drawn]) -> None:
+        out.append([d.fn for d in batch if d.fn is not None])
+
+    draw()
+    return out
+
+
+def _by_count(weights: Mapping[str, float], k: int) -> list[list[str]]:
+    """The split before text-sized parts: k runs of equal function counts."""
+    keys = list(weights)
+    return [keys[len(keys) * j // k : len(keys) * (j + 1) // k] for j in range(k)]
+
+
+def bench_split(count: int, root: Path) -> None:
+    """The cpu target's build of the first ``count`` fuzzed batches (cold, one batch per
+    build, as the fuzz loop builds them), its parts split by function count (before) and by
+    the size of their C text (``cpu.balance``), batch by batch alternately: wall seconds
+    (what the fuzz loop waits) and CPU seconds of the compilers."""
+    import keracheck.targets.cpu as cpu_mod
+
+    targets, _ = select_targets(["ref", "cpu"], [])
+    todo = drawn_batches(count, targets)
+    cpu = cpu_mod.CpuTarget()
+    if cpu.available() is not None:
+        print(f"split     cpu unavailable: {cpu.available()}")
+        return
+    ways = {"count": _by_count, "text": cpu_mod.balance}
+    wall = dict.fromkeys(ways, 0.0)
+    used = dict.fromkeys(ways, 0.0)
+    for i, fns in enumerate(todo):
+        for name, split in ways.items():
+            os.environ["KERACHECK_CACHE"] = str(root / f"split-{name}-{i}")
+            cpu_mod.balance = split
+            r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            cpu._build_parallel({f"f{f.fingerprint[:20]}": f for f in fns})
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall[name] += time.perf_counter() - t0
+            used[name] += r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    cpu_mod.balance = ways["text"]
+    n = sum(len({f.fingerprint for f in b}) for b in todo)
+    for name in ways:
+        print(
+            f"split     by {name:5}: {wall[name]:6.1f} s wall, {used[name]:6.1f} s CPU for {count} "
+            f"batches ({n} functions): {n / wall[name]:5.1f} functions/s, "
+            f"{used[name] / n * 1000:4.0f} ms CPU each"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget", type=float, default=30.0, help="seconds per throughput phase")
     p.add_argument("--targets", default="ref,cpu,wasm")
     p.add_argument("--rounds", type=int, default=3, help="interleaved runs of the plugin phase")
     p.add_argument(
-        "--skip", default="", help="phases to skip: generate,ref,targets,plugin,planted,gcc"
+        "--skip", default="", help="phases to skip: generate,ref,targets,split,plugin,planted,gcc"
     )
+    p.add_argument("--split-batches", type=int, default=10, help="batches of the split phase")
     args = p.parse_args()
     skip = set(args.skip.split(","))
     header()
@@ -232,6 +297,8 @@ def main() -> None:
             throughput("ref", ["ref"], [], args.budget)
         if "targets" not in skip:
             throughput("targets", args.targets.split(","), [], args.budget)
+        if "split" not in skip:
+            bench_split(args.split_batches, Path(tmp))
         if "plugin" not in skip:
             bench_plugin(args.budget, args.rounds, out)
         if "planted" not in skip:

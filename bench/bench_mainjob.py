@@ -25,7 +25,8 @@ Phases (``--phases``, default ``cold,warm``), in this order, sharing that folder
                    simulated again, nothing built;
 * ``warm``         everything cached: the repeated run (held to 10 s).
 
-Per phase: the total wall time, the set-up before the first target starts (collecting and
+Per phase: the total wall time and CPU time (user + system of every process of the run, as
+reaped: the figure to compare when other jobs load the machine), the set-up before the first target starts (collecting and
 compiling the cases, the availability probes: a probe builds and runs a small program per
 target once per machine), each target's wall time from its "started" to its "finished"
 progress line (targets run ``--jobs`` at a time, CPU count by default, so they overlap and
@@ -36,10 +37,13 @@ the run's verdicts: every case must still agree.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -50,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PHASES = ("cold", "builds-warm", "warm")
+PR_SET_CHILD_SUBREAPER = 36
 STARTED = re.compile(r"(?P<tid>[\w:.-]+): started\b")
 FINISHED = re.compile(r"(?P<tid>[\w:.-]+): finished in (?P<s>[\d.]+) s")
 
@@ -60,6 +65,7 @@ class Phase:
 
     name: str
     wall: float = 0.0
+    cpu: float = 0.0  # user + system seconds of the run's processes (RUSAGE_CHILDREN)
     started: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
     reported: dict[str, float] = field(default_factory=dict)  # "finished in X s"
@@ -90,6 +96,7 @@ def run_phase(args: argparse.Namespace, phase: str, root: Path) -> Phase:
     """Run one phase, timestamping the targets' progress lines as they arrive."""
     result = Phase(phase)
     out = root / f"{phase}.json"
+    cpu0 = _children_cpu()
     t0 = time.monotonic()
     proc = subprocess.Popen(
         keracheck_argv(args, phase, out),
@@ -118,16 +125,47 @@ def run_phase(args: argparse.Namespace, phase: str, root: Path) -> Phase:
     result.exit_code = proc.wait()
     reader.join()
     result.wall = time.monotonic() - t0
+    _reap_orphans()
+    result.cpu = _children_cpu() - cpu0
     if out.is_file():
         result.summary = json.loads(out.read_text()).get("summary", {})
     return result
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of every descendant reaped so far: the run's own figure when
+    other jobs share the machine (its wall time then depends on their load)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _adopt_orphans() -> None:
+    """Become the child subreaper (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``): a process of the
+    run that outlives its parent (a worker pool's server) is then reparented to this bench,
+    which reaps it (:func:`_reap_orphans`), so its CPU time is counted too."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_orphans(limit: float = 30.0) -> None:
+    """Wait (up to ``limit`` seconds) for every adopted process of the run to exit."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.05)
 
 
 def report(p: Phase) -> None:
     s = p.summary
     verdicts = ", ".join(f"{s.get(k, '?')} {k}" for k in ("agree", "diverge", "error", "skipped"))
     print(
-        f"{p.name}: {p.wall:.1f} s wall, exit {p.exit_code}; {s.get('cases', '?')} cases: {verdicts}"
+        f"{p.name}: {p.wall:.1f} s wall, {p.cpu:.1f} s CPU, exit {p.exit_code}; "
+        f"{s.get('cases', '?')} cases: {verdicts}; load average after it "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg())
     )
     if p.started:
         first = min(p.started.values())
@@ -189,6 +227,7 @@ def main() -> None:
         )
     if phases and phases[0] != "cold":
         ap.error("every phase needs cold before it (it fills the caches the others reuse)")
+    _adopt_orphans()
     print(machine())
     print(f"keracheck run {' '.join(args.paths)} --targets {args.targets or '(every available)'}")
     root = Path(tempfile.mkdtemp(prefix="kera-mainjob-"))

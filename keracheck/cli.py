@@ -245,7 +245,8 @@ def _run(args: argparse.Namespace, conf: dict[str, Any], manager: Any) -> int:
     outputs = _output_specs(specs or [], FORMATS, [args.output, args.report])
     if args.report and not args.key:
         raise UsageError("--report needs --key PATH (create one with 'keracheck keygen --out DIR')")
-    with _display(args, opts):
+    with _display(args, opts), _scheduler(args) as cluster:
+        opts.scheduler = cluster
         doc, code = harness.run(args.paths, opts)
     if "message" in doc["summary"]:
         _err(doc["summary"]["message"])
@@ -269,6 +270,25 @@ def _run(args: argparse.Namespace, conf: dict[str, Any], manager: Any) -> int:
     if getattr(args, "verbose", False):
         print_tracebacks(doc)
     return code
+
+
+@contextlib.contextmanager
+def _scheduler(args: argparse.Namespace) -> Iterator[Any]:
+    """The Dask cluster ``--scheduler`` names, connected for the length of the command and
+    closed after it (``keracheck.distributed``); None without the flag: the local pool, and
+    no Dask imported.  A malformed or unreachable scheduler is a usage error (exit 2)."""
+    text = getattr(args, "scheduler", None)
+    if not text:
+        yield None
+        return
+    from keracheck import distributed
+
+    try:
+        cluster = distributed.connect(text)
+    except distributed.SchedulerError as e:
+        raise UsageError(str(e)) from None
+    with cluster:
+        yield cluster
 
 
 def _sign(path: str, doc: dict[str, Any], key: Any, manager: Any) -> None:
@@ -676,11 +696,26 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     mode = _sandbox_mode(args, config_mod.load()[0], warm=False)  # fuzz: a worker per target
     if mode == "on" and getattr(args, "in_process", False):
         _err("WARNING: --in-process: targets run in keracheck's own process, outside the sandbox")
+    if getattr(args, "checkpoint", None) and not args.scheduler:
+        raise UsageError("--checkpoint keeps a sharded campaign: it needs --scheduler")
     try:
-        code: int = fuzz.main(args)
+        code: int = _fuzz_on(args) if args.scheduler else fuzz.main(args)
     except outputs_mod.OutputError as e:
         raise UsageError(str(e)) from None
     return code
+
+
+def _fuzz_on(args: argparse.Namespace) -> int:
+    """``keracheck fuzz --scheduler``: the campaign sharded over Dask workers."""
+    from keracheck.distributed import fuzz as dfuzz
+
+    if args.shard_examples is not None and args.shard_examples < 1:
+        raise UsageError("--shard-examples must be at least 1")
+    with _scheduler(args) as cluster:
+        try:
+            return dfuzz.main(args, cluster)
+        except dfuzz.CheckpointError as e:
+            raise UsageError(str(e)) from None
 
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
@@ -748,6 +783,15 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--sandbox", **SANDBOX_FLAG)
     _limit_flag(p)
+
+
+#: ``--scheduler`` of run and fuzz (docs/distributed.md)
+SCHEDULER_FLAG: dict[str, Any] = {
+    "metavar": "local:N|tcp://HOST:PORT",
+    "help": "run on a Dask cluster: local:N starts one of N worker processes here, "
+    "tcp://HOST:PORT connects to a running 'dask scheduler' (default: this machine's "
+    "process pool, no Dask)",
+}
 
 
 #: ``--sandbox`` of run, repro, baseline write and fuzz (docs/security.md)
@@ -866,6 +910,21 @@ FUZZ_FLAGS: dict[str, dict[str, Any]] = {
         "help": "on (default): targets and plugins run sandboxed (docs/security.md); off: with "
         "your full rights, loudly (--in-process runs targets in keracheck's own process: off)",
     },
+    "--scheduler": {
+        "metavar": "local:N|tcp://HOST:PORT",
+        "help": "shard the campaign by seed ranges over a Dask cluster (docs/distributed.md): "
+        "local:N starts one of N worker processes here, tcp://HOST:PORT connects to one",
+    },
+    "--checkpoint": {
+        "metavar": "DIR",
+        "help": "with --scheduler: keep the campaign's progress in DIR; the same command run "
+        "again continues its seed sequence and keeps every finding",
+    },
+    "--shard-examples": {
+        "type": int,
+        "metavar": "N",
+        "help": "with --scheduler: examples per shard (default 10)",
+    },
 }
 
 
@@ -902,6 +961,7 @@ def parser() -> argparse.ArgumentParser:
     r = sp["run"]
     r.add_argument("paths", nargs="+", help=".kera/.keg files or directories")
     _run_flags(r)
+    r.add_argument("--scheduler", **SCHEDULER_FLAG)
     r.add_argument("--format", choices=FORMATS)
     r.add_argument("--output", help="write the formatted result here instead of stdout")
     _output_format_flag(r)

@@ -127,9 +127,8 @@ def run_target(
             f"{target.id}: started, {len(todo)} cases to build and run"
             + (f", {came['cache']} from the result cache" if cache is not None else "")
         )
-    if todo:
-        jobs = [Job(c.key, c.keg_bytes, c.function, c.inputs) for c in todo]
-        done = run_isolated(target.spec, jobs, opts.repeat, opts.timeout)
+    jobs = [Job(c.key, c.keg_bytes, c.function, c.inputs) for c in todo]
+    for done in _batches(target, jobs, opts) if jobs else ():
         if journal is not None:
             journal.append([(keys[key], res) for key, res in done.items()])
         for key, res in done.items():
@@ -137,6 +136,28 @@ def run_target(
             if cache is not None:
                 cache.put(keys[key], res)
     return out
+
+
+#: cases per worker batch in the local pool: the whole corpus (165 cases) is still one batch,
+#: so a target's build is shared as before; 100x that is 65 batches of a fork each
+BATCH_CASES = 256
+
+
+def _batches(target: Target, jobs: list[Job], opts: Options) -> Iterable[dict[str, JobResult]]:
+    """The results of ``jobs`` batch by batch as they finish: batches of at most
+    :data:`BATCH_CASES` in the local pool, or Dask batches on the workers that have the target
+    (``--scheduler``).  A bounded batch keeps a worker's memory flat however large the corpus
+    (one batch of 16,500 cases held 1.3 GB in the workers, ``bench/bench_scale.py``) and
+    journals results as each batch returns."""
+    if opts.scheduler is not None:
+        batches: Iterable[dict[str, JobResult]] = opts.scheduler.batches(
+            target.id, target.spec, jobs, opts.repeat, opts.timeout
+        )
+        return batches
+    return (
+        run_isolated(target.spec, jobs[i : i + BATCH_CASES], opts.repeat, opts.timeout)
+        for i in range(0, len(jobs), BATCH_CASES)
+    )
 
 
 def _known(
@@ -208,6 +229,8 @@ def _run_cases(
 ) -> tuple[dict[str, Any], int]:
     since = sandbox.mark()  # the violations of this run, for doc["sandbox"]
     targets, unknown = select_targets(opts)
+    if opts.scheduler is not None:  # available where some Dask worker has it
+        targets = opts.scheduler.place(targets)
     errors = list(collected.errors)
     for tid in unknown:
         errors.append({"path": "", "message": unknown_target(tid, known_specs())})
@@ -221,7 +244,10 @@ def _run_cases(
             doc["summary"]["message"] = f"required target '{req}' is unavailable: {why}"
             return doc, EXIT_REQUIRED
     runnable = [t for t in targets if t.available]
-    versions = {t.id: _versions(t) for t in runnable}
+    versions = {
+        t.id: opts.scheduler.versions(t.id) if opts.scheduler is not None else _versions(t)
+        for t in runnable
+    }
     results: dict[str, dict[str, JobResult | str]] = {}
     for spec in opts.pass_plugins:  # a pass runs in keracheck's own process
         security.check_plugin(spec)
@@ -245,7 +271,9 @@ def _run_cases(
                 f"{len(collected.cases)} cases on {len(plan)} targets: "
                 + ", ".join(t.id for t, _ in plan)
             )
-        with phases, ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        # with a scheduler every target's batches are in flight at once: the workers limit
+        threads = len(plan) if opts.scheduler is not None else max(1, opts.jobs)
+        with phases, ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(one, plan))
     checks, culprits = _level_checks(collected.cases, plan, results, opts, extra)
     case_docs = [
@@ -262,6 +290,8 @@ def _run_cases(
         )
     doc = document(case_docs, targets, opts, started, errors, stale, versions)
     doc["sandbox"] = sandbox.summary(since, {t.spec: t.id for t in targets})
+    if opts.scheduler is not None:
+        doc["distributed"] = opts.scheduler.document()
     code = exit_code(doc)
     doc["summary"]["exitCode"] = code
     return doc, code

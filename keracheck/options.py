@@ -40,3 +40,6 @@ class Options:
     journal_dir: str | None = None  # where the run journal lives (keracheck.journal); None: none
     resume: bool = True  # take the results of an interrupted run's journal (--no-resume: discard)
     sandbox: str = "on"  # workers in bubblewrap + seccomp + rlimits (keracheck.sandbox); "off"
+    #: a ``keracheck.distributed.Cluster`` (``--scheduler``): batches run on its Dask workers;
+    #: None: the local process pool
+    scheduler: Any = None

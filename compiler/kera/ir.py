@@ -11,6 +11,8 @@ Canonical encodings (all integers little-endian; ``str`` is a u32 byte length th
              u32 n_inputs, 32-byte input node hash per input (ordered),
              u32 n_attrs, attr per entry, sorted by key bytes (keys unique)
     region = u32 n_params, 32-byte param node hash each, u32 n_results, 32-byte hash each
+             [, u32 n_effects, 32-byte effect root hash each (program order),
+                u32 n_declared, str effect name each (sorted)]    -- only when either is non-empty
     graph  = u32 n_exports, per export: str name, 32-byte region hash (in export order)
 
 Hashes are SHA3-256 over a domain prefix and the canonical bytes: ``kera/type\\0``,
@@ -24,6 +26,14 @@ is part of the loop node's hash.  A body's parameters are the index, the carried
 values it captures, named ``_0``, ``_1``, ... by position (:func:`loop` builds them): renaming
 a loop's index or carried names in the source does not change a fingerprint, while changing
 the trip count, an initial value or one op of the body does.
+
+Memory spaces and effects (``docs/semantics.md``, Memory spaces and effects): a parameter not
+in ``host`` memory has the attribute ``space``; an effectful node (a ``transfer``, or a
+``loop``/``call`` whose region declares effects) has ``seq``, its position in its function's
+program order, so two equal transfers are two nodes.  A function holds its effect roots (one
+node per effect, in ``seq`` order: a loop's or call's root is its ``result`` 0 node) and its
+declared effect names; both enter its region hash only when either is non-empty, so a graph
+without spaces or effects hashes exactly as before they existed.
 
 Nodes are immutable and interned: building a node identical to a live one returns that node
 (common subexpressions are merged by construction), and node identity is content identity.
@@ -47,6 +57,9 @@ import numpy as np
 from kera import limits
 from kera.dtypes import BY_CODE, DType
 from kera.ops import (
+    DEFAULT_SPACE,
+    EFFECT_NAMES,
+    EFFECTS,
     MAX_LOOP_DEPTH,
     REGION_OPS,
     AttrValue,
@@ -56,6 +69,8 @@ from kera.ops import (
     TensorType,
     TypeRuleError,
     check_shape,
+    check_space,
+    effect_of,
     infer,
 )
 
@@ -158,6 +173,8 @@ def normalize_attrs(attrs: Mapping[str, Any]) -> tuple[tuple[str, AttrValue], ..
                 raise IRError(f"attribute '{k}' has an element outside i64")
         elif isinstance(v, int) and not isinstance(v, bool) and not -(1 << 63) <= v < (1 << 63):
             raise IRError(f"attribute '{k}' = {v} does not fit in i64")
+        elif isinstance(v, enum.Enum) and not isinstance(v, DType):
+            v = v.value  # a Space member is its string: one encoding, one attribute type
         elif not isinstance(v, bool | int | str | DType | bytes | Region):
             raise IRError(f"attribute '{k}' has unsupported value {v!r}")
         out.append((k, v))
@@ -366,14 +383,23 @@ def interned(h: bytes) -> Node | None:
     return found if found is not None and _getrc(found) > _UNHELD_HERE else None
 
 
-def region_hash(params: Sequence[Node], results: Sequence[Node]) -> bytes:
-    """SHA3-256 of a region's canonical encoding: its parameters' and results' node hashes."""
+def region_hash(
+    params: Sequence[Node],
+    results: Sequence[Node],
+    effects: Sequence[Node] = (),
+    declared: Sequence[str] = (),
+) -> bytes:
+    """SHA3-256 of a region's canonical encoding: its parameters' and results' node hashes,
+    then its effect roots and declared effects when it has any (see the module docstring)."""
     body = (
         _u32(len(params))
         + b"".join(p.hash for p in params)
         + _u32(len(results))
         + b"".join(r.hash for r in results)
     )
+    if effects or declared:
+        body += _u32(len(effects)) + b"".join(e.hash for e in effects)
+        body += _u32(len(declared)) + b"".join(enc_str(d) for d in declared)
     return hashlib.sha3_256(DOMAIN_REGION + body).digest()
 
 
@@ -558,14 +584,97 @@ def _tensor_type(dtype: DType, shape: Sequence[int]) -> TensorType:
 _SHAPED: dict[tuple[DType, tuple[int, ...]], TensorType] = {}
 
 
-def param(index: int, name: str, dtype: DType, shape: Sequence[int] = ()) -> Node:
+def param(
+    index: int, name: str, dtype: DType, shape: Sequence[int] = (), space: str = DEFAULT_SPACE
+) -> Node:
+    """Parameter ``index`` of a function; ``space`` is the memory space its buffer lives in
+    (recorded as the attribute ``space`` only when it is not ``host``)."""
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise IRError(f"parameter index must be a non-negative integer, got {index!r}")
     t = _tensor_type(dtype, shape)
     check_name(name, "parameter")
+    if space != DEFAULT_SPACE:
+        where = _space(space, f"the space of parameter {name!r}")
+        return Node(
+            Op.PARAM, t, (), normalize_attrs({"index": index, "name": name, "space": where})
+        )
     if type(index) is int and index < _I64_END:  # what normalize_attrs makes of them
         return _intern(Op.PARAM, t, (), (("index", index), ("name", name)))
     return Node(Op.PARAM, t, (), normalize_attrs({"index": index, "name": name}))
+
+
+def _space(space: object, what: str) -> str:
+    """``space`` as the plain string attributes hold (a ``Space`` member converts)."""
+    try:
+        return str(check_space(space, what))
+    except TypeRuleError as e:
+        raise IRError(e.message) from None
+
+
+def param_space(node: Node) -> str:
+    """The memory space of a ``param`` node (``host`` when it records none)."""
+    for k, v in node.attr_items:
+        if k == "space":
+            assert isinstance(v, str)
+            return v
+    return DEFAULT_SPACE
+
+
+def space_of(node: Node) -> str | None:
+    """Where a value lives, as far as the graph says, or None for a value with no space yet
+    (made of constants and iotas only: it adapts to where it is used).  A parameter lives in
+    its space, a transfer's result in its destination, a call's result where its callee's
+    result lives (its parameters' spaces are the callee's), a loop's carried value where its
+    initial value lives; any other node where its first operand with a space does (the front
+    end's checker has decided that the operands agree: ``docs/language.md``)."""
+    return spaces_of(topo_order([node]))[id(node)]
+
+
+def spaces_of(nodes: Iterable[Node]) -> dict[int, str | None]:
+    """:func:`space_of` of every node of ``nodes`` (inputs before users, as ``Function.nodes``
+    lists them), by ``id``, in one pass."""
+    memo: dict[int, str | None] = {}
+    for n in nodes:
+        memo[id(n)] = _space_here(n, memo)
+    return memo
+
+
+def _space_here(n: Node, memo: Mapping[int, str | None]) -> str | None:
+    if n.op is Op.PARAM:
+        return param_space(n)
+    if n.op is Op.TRANSFER:
+        return str(n.attr("to"))
+    if n.op is Op.CALL:
+        return space_of(loop_body(n).results[n.int_attr("result")])
+    if n.op is Op.LOOP:
+        return memo[id(n.inputs[n.int_attr("result")])]
+    return next((s for s in (memo[id(i)] for i in n.inputs) if s is not None), None)
+
+
+def transfer(x: Node, to: str, seq: int, source: str | None = None) -> Node:
+    """``transfer(x, to = <to>)``: ``x`` moved from ``source`` (default :func:`space_of`
+    ``x``, host for a value with no space yet) to the space ``to``, as its function's effect
+    number ``seq`` (program order).  The identity on bits; list the node among the function's
+    ``effects``.  ``to`` and ``source`` may be ``Space`` members or their strings."""
+    src = (space_of(x) or DEFAULT_SPACE) if source is None else source
+    return make_node(
+        Op.TRANSFER, [x], {"from": _attr_space(src), "to": _attr_space(to), "seq": seq}
+    )
+
+
+def _attr_space(space: object) -> object:
+    """A ``Space`` member as its plain string; anything else as it is (the typing rule
+    reports a bad one)."""
+    return space.value if isinstance(space, enum.Enum) else space
+
+
+def is_effectful(node: Node) -> bool:
+    """Whether ``node`` has an effect (a ``transfer``, or a loop or call of a region that
+    declares effects)."""
+    return bool(effect_of(node.op, node.attrs)) if node.op in _MAYBE_EFFECTFUL else False
+
+
+_MAYBE_EFFECTFUL = frozenset({*EFFECTS, *REGION_OPS})
 
 
 def const(value: Any, dtype: DType, shape: Sequence[int] = ()) -> Node:
@@ -637,13 +746,15 @@ def topo_order(results: Iterable[Node], stop: Collection[int] = frozenset()) -> 
 _EMIT = object()  # topo_order's marker: list the node below it on the stack
 
 
-def _scan(nodes: Sequence[Node], params: Sequence[Node]) -> tuple[int, list[Node], Node | None]:
+def _scan(
+    nodes: Sequence[Node], params: Sequence[Node]
+) -> tuple[int, list[Node], Node | None, list[Node]]:
     """One pass over a region's nodes: the elements they compute (one run; each node's type
-    found by identity), the nodes that hold a region (loops, calls), and the first parameter
-    node that is not one of ``params`` (None when there is none)."""
-    info, total, held, stray = _TYPE_INFO, 0, [], None
+    found by identity), the nodes that hold a region (loops, calls), the first parameter
+    node that is not one of ``params`` (None when there is none), and the transfers."""
+    info, total, held, stray, moves = _TYPE_INFO, 0, [], None, []
     known = {id(p) for p in params}
-    param_op, region_ops = Op.PARAM, REGION_OPS
+    param_op, region_ops, transfer_op = Op.PARAM, REGION_OPS, Op.TRANSFER
     for n in nodes:
         t = n.type
         entry = info.get(id(t))
@@ -654,7 +765,94 @@ def _scan(nodes: Sequence[Node], params: Sequence[Node]) -> tuple[int, list[Node
                 stray = n
         elif op in region_ops:
             held.append(n)
-    return total, held, stray
+        elif op is transfer_op:
+            moves.append(n)
+    return total, held, stray, moves
+
+
+def _declared(fn: Function, given: Iterable[str] | None) -> tuple[str, ...]:
+    """The declared effects: ``given`` (checked, sorted, unique) or, when None, the effects
+    the function's roots have; either way a superset of those."""
+    used = {name for e in fn.effects for name in effect_of(e.op, e.attrs)}
+    if given is None:
+        return tuple(sorted(used))
+    names = list(given)
+    for n in names:
+        if not isinstance(n, str) or n not in EFFECT_NAMES:
+            shown = repr(n)[:40]
+            raise IRError(
+                f"'{fn.name}' declares the effect {shown}; known: {', '.join(sorted(EFFECT_NAMES))}"
+            )
+    missing = used - set(names)
+    if missing:
+        raise IRError(f"'{fn.name}' has the effects {sorted(missing)} but does not declare them")
+    return tuple(sorted(set(names)))
+
+
+def _check_effects(
+    fn: Function, held: Sequence[Node], moves: Sequence[Node], given: Iterable[str] | None
+) -> tuple[str, ...]:
+    """The effect rules of a region (``docs/semantics.md``, Memory spaces and effects): its
+    effect roots are effectful nodes listed in program order, their ``seq`` increasing (a
+    loop's or call's root is its ``result`` 0 node); every effectful node of the region is a
+    root or a sibling of one (same loop or call group); none runs before the effect that
+    precedes it in program order.  Returns the declared effects (:func:`_declared`)."""
+    declared = _declared(fn, given)
+    effectful = [*moves, *[n for n in held if loop_body(n).declared]]
+    if not fn.effects and not effectful:
+        return declared
+    position = {id(n): i for i, n in enumerate(fn._nodes)}
+    last = -1
+    for i, e in enumerate(fn.effects):
+        if not isinstance(e, Node) or not is_effectful(e):
+            raise IRError(f"effect {i} of '{fn.name}' is not an effectful node")
+        seq = e.int_attr("seq")
+        if seq <= last or (e.op in REGION_OPS and e.int_attr("result") != 0):
+            raise IRError(
+                f"effect {i} of '{fn.name}' has seq {seq} after seq {last} (effects are listed "
+                "in program order, seq increasing; a loop or call by its result 0 node)"
+            )
+        last = seq
+        if i and position[id(e)] < position[id(fn.effects[i - 1])]:
+            raise IRError(f"effect {i} of '{fn.name}' runs before effect {i - 1}")
+    at = {e.int_attr("seq"): i for i, e in enumerate(fn.effects)}
+    for n in effectful:
+        _check_member(fn, n, position, at)
+    return declared
+
+
+def _check_member(
+    fn: Function, n: Node, position: Mapping[int, int], at: Mapping[int, int]
+) -> None:
+    """``n`` (effectful) is one of ``fn``'s effect roots or a sibling of one, and runs after
+    the effect before it."""
+    seq = n.int_attr("seq")
+    i = at.get(seq)
+    if i is None:
+        raise IRError(
+            f"'{fn.name}' has an effectful {n.op} (seq {seq}) that is not among its "
+            f"{len(fn.effects)} effects"
+        )
+    root = fn.effects[i]
+    if n is not root and not (n.op in REGION_OPS and loop_group(n) == loop_group(root)):
+        raise IRError(f"two effectful nodes of '{fn.name}' have seq {seq}")
+    if i and position[id(n)] < position[id(fn.effects[i - 1])]:
+        raise IRError(f"effect {i} of '{fn.name}' runs before effect {i - 1}")
+
+
+def derived_effects(results: Sequence[Node]) -> list[Node]:
+    """The effect roots of the effectful nodes ``results`` reach, in ``seq`` order (a loop's
+    or call's by its ``result`` 0 node): what ``Function`` takes when given no ``effects``
+    (a slice of a function keeps its effects' numbers; an effect nothing reaches is not in
+    it)."""
+    found: dict[int, Node] = {}
+    for n in topo_order(results):
+        if n.op in _MAYBE_EFFECTFUL and is_effectful(n):
+            root = n
+            if n.op in REGION_OPS and n.int_attr("result") != 0:
+                root = make_node(n.op, n.inputs, {**n.attrs, "result": 0})
+            found.setdefault(n.int_attr("seq"), root)
+    return [found[k] for k in sorted(found)]
 
 
 class Function(Region):
@@ -666,14 +864,40 @@ class Function(Region):
     ``inlined`` is how many nodes it has with every call expanded (a callee's nodes once per
     call group, nested calls multiplied out; a loop body's once): what the ``inline`` pass, or
     a back end that lowers a call in place, builds.  The growth through calls is held to the
-    ``expansion`` budget, so a few bytes of nested calls cannot become an exponential graph."""
+    ``expansion`` budget, so a few bytes of nested calls cannot become an exponential graph.
 
-    __slots__ = ("_nodes", "depth", "inlined", "name", "params", "region_hash", "results", "work")
+    ``effects`` are the region's effect roots in program order (``seq`` increasing) and
+    ``declared`` its declared effect names (None: the ones it has); see the module docstring
+    and :func:`_check_effects`.  A builder of a whole program passes its effects (an unused
+    transfer is one only it knows of); ``effects=None`` takes those the results reach
+    (:func:`derived_effects`), which is what a slice of a function needs (a reproducer, a
+    node's localisation).  The ``.keg`` loader always passes them."""
 
-    def __init__(self, name: str, params: Sequence[Node], results: Sequence[Node]) -> None:
+    __slots__ = (
+        "_nodes",
+        "declared",
+        "depth",
+        "effects",
+        "inlined",
+        "name",
+        "params",
+        "region_hash",
+        "results",
+        "work",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        params: Sequence[Node],
+        results: Sequence[Node],
+        effects: Sequence[Node] | None = None,
+        declared: Iterable[str] | None = None,
+    ) -> None:
         self.name = check_name(name, "function")
         self.params = tuple(params)
         self.results = tuple(results)
+        self.effects = tuple(effects or ())
         if not self.results:
             raise IRError(f"function '{name}' has no results")
         for i, p in enumerate(self.params):
@@ -682,8 +906,13 @@ class Function(Region):
         names = [p.attr("name") for p in self.params]
         if len(set(names)) != len(names):
             raise IRError(f"function '{name}' has duplicate parameter names")
-        self._nodes = topo_order(self.results)
-        total, held, stray = _scan(self._nodes, self.params)
+        self._nodes = topo_order([*self.effects, *self.results] if effects else self.results)
+        total, held, stray, moves = _scan(self._nodes, self.params)
+        if effects is None and (moves or any(loop_body(n).declared for n in held)):
+            self.effects = tuple(derived_effects(self.results))
+            self._nodes = topo_order([*self.effects, *self.results])
+            total, held, stray, moves = _scan(self._nodes, self.params)
+        self.declared = _check_effects(self, held, moves, declared)
         cap = limits.current().function_elements
         if total > cap:
             raise IRError(
@@ -706,7 +935,7 @@ class Function(Region):
             )
         if stray is not None:
             raise IRError(f"'{name}' uses parameter {stray.attr('name')!r} it does not declare")
-        self.region_hash = region_hash(self.params, self.results)
+        self.region_hash = region_hash(self.params, self.results, self.effects, self.declared)
 
     def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
         count = len(getattr(self, "_nodes", ()))  # none: the constructor failed before it
@@ -715,7 +944,9 @@ class Function(Region):
             _freed(count)
 
     def nodes(self) -> list[Node]:
-        """Every node the results depend on, inputs before users (canonical order).
+        """Every node the results and the effect roots depend on, inputs before users
+        (canonical order: ``topo_order([*effects, *results])``, so effects come in program
+        order).
 
         Parameters the results do not use are not included; see ``params``.
         """
@@ -857,14 +1088,35 @@ def _fresh_tag(inits: Sequence[Node]) -> str:
             return tag
 
 
+@dataclass(frozen=True)
+class Body:
+    """What a loop body or a callee builder may return instead of its results alone: the
+    results, the effectful nodes it made (in program order, ``seq`` 0, 1, ... within the
+    body; a loop body has exactly these, a callee given None those its results reach) and,
+    optionally, the effects it declares (default: those it has)."""
+
+    results: Sequence[Node]
+    effects: Sequence[Node] | None = None  # None: those the results reach (a callee's)
+    declared: Sequence[str] | None = None
+
+
+def _body_parts(out: Sequence[Node] | Body) -> Body:
+    return out if isinstance(out, Body) else Body(list(out))
+
+
 def loop(
     lo: int,
     trips: int,
     inits: Sequence[Node],
-    body: Callable[[Node, list[Node]], Sequence[Node]],
+    body: Callable[[Node, list[Node]], Sequence[Node] | Body],
+    seq: int | None = None,
 ) -> list[Node]:
     """``for i in lo..lo+trips with (carried = inits) { body }``: the carried values after the
     last iteration, one node per carried value (``trips`` is at least 1).
+
+    A body with effects returns a :class:`Body`; the loop is then effectful and needs
+    ``seq``, its position in the enclosing function's program order (its ``result`` 0 node
+    is the effect root to list there).  An effectful node is never hoisted out of the body.
 
     ``body(i, carried)`` builds the next carried values from the index and the current ones,
     and may use any other node directly.  The body is then *closed*: every value it uses that
@@ -875,41 +1127,65 @@ def loop(
     tag = _fresh_tag(inits)
     holders = [param(0, tag + "i", DType.I32)]
     holders += [param(1 + k, f"{tag}{k}", v.dtype, v.shape) for k, v in enumerate(inits)]
-    results = list(body(holders[0], holders[1:]))
+    built = _body_parts(body(holders[0], holders[1:]))
+    results = list(built.results)
     if len(results) != len(inits):
         raise IRError(f"a loop body gives {len(results)} values for {len(inits)} carried")
-    captures, closed = _close(holders, results)
-    attrs = {"lo": lo, "trips": trips, "body": closed}
+    captures, closed = _close(holders, results, built)
+    attrs: dict[str, Any] = {"lo": lo, "trips": trips, "body": closed}
+    if seq is not None:
+        attrs["seq"] = seq
     operands = [*inits, *captures]
     return [make_node(Op.LOOP, operands, {**attrs, "result": k}) for k in range(len(inits))]
 
 
 def callee(
-    name: str, types: Sequence[TensorType], body: Callable[[list[Node]], Sequence[Node]]
+    name: str,
+    types: Sequence[TensorType],
+    body: Callable[[list[Node]], Sequence[Node] | Body],
+    spaces: Sequence[str] | None = None,
 ) -> Function:
     """A function to be called (a ``call``'s region): ``body(params)`` builds its results from
     its parameters, which are named ``_0``, ``_1``, ... by position, so renaming a parameter in
-    the source does not change what is computed, nor the fingerprint."""
-    params = [param(i, f"_{i}", t.dtype, t.shape) for i, t in enumerate(types)]
-    return Function(name, params, list(body(params)))
+    the source does not change what is computed, nor the fingerprint.  ``spaces``: each
+    parameter's memory space (default host); a body with effects returns a :class:`Body`."""
+    where = spaces if spaces is not None else [DEFAULT_SPACE] * len(types)
+    params = [
+        param(i, f"_{i}", t.dtype, t.shape, sp)
+        for i, (t, sp) in enumerate(zip(types, where, strict=True))
+    ]
+    built = _body_parts(body(params))
+    return Function(name, params, list(built.results), built.effects, built.declared)
 
 
-def call(fn: Function, args: Sequence[Node]) -> list[Node]:
+def call(fn: Function, args: Sequence[Node], seq: int | None = None) -> list[Node]:
     """``fn(args)``: one ``call`` node per result of ``fn`` (the nodes of one call share a
-    group, :func:`loop_group`, and run the callee once)."""
-    return [make_node(Op.CALL, args, {"body": fn, "result": k}) for k in range(len(fn.results))]
+    group, :func:`loop_group`, and run the callee once).  A callee that declares effects
+    makes the call effectful: give ``seq`` (its position in the caller's program order) and
+    list the ``result`` 0 node among the caller's effects."""
+    extra: dict[str, Any] = {} if seq is None else {"seq": seq}
+    return [
+        make_node(Op.CALL, args, {"body": fn, "result": k, **extra}) for k in range(len(fn.results))
+    ]
 
 
-def _close(holders: list[Node], results: list[Node]) -> tuple[list[Node], Function]:
+def _close(
+    holders: list[Node], results: list[Node], built: Body | None = None
+) -> tuple[list[Node], Function]:
     """The captured outer values and the closed body (see :func:`loop`)."""
     varying = set(map(id, holders))
     constant: set[int] = set()
     captures: dict[int, Node] = {}
-    order = topo_order(results)
+    effects = list(built.effects or ()) if built is not None else []  # its own, never derived
+    order = topo_order([*effects, *results])
+    # the body's own effects (and their loop or call siblings) stay in it, never hoisted; an
+    # outer effectful value the body only reads is captured like any other outer value
+    mine = set(map(id, effects))
+    groups = {loop_group(e) for e in effects if e.op in REGION_OPS}
     for n in order:
         if n.op is Op.PARAM:
             continue
-        if any(id(i) in varying for i in n.inputs):
+        if any(id(i) in varying for i in n.inputs) or _own_effect(n, mine, groups):
             varying.add(id(n))
         elif n.op in (Op.CONST, Op.IOTA) or all(id(i) in constant for i in n.inputs):
             constant.add(id(n))
@@ -928,7 +1204,19 @@ def _close(holders: list[Node], results: list[Node]) -> tuple[list[Node], Functi
             ins = tuple(new.get(id(i), i) for i in n.inputs)
             new[id(n)] = Node(n.op, n.type, ins, n.attr_items)
     # Function() refuses a placeholder left in the body (a parameter it does not declare)
-    return list(captures.values()), Function("body", params, [new.get(id(r), r) for r in results])
+    closed = Function(
+        "body",
+        params,
+        [new.get(id(r), r) for r in results],
+        [new.get(id(e), e) for e in effects],
+        built.declared if built is not None else None,
+    )
+    return list(captures.values()), closed
+
+
+def _own_effect(n: Node, mine: set[int], groups: set[tuple[Any, ...]]) -> bool:
+    """Whether ``n`` is one of a body's own effects, or a sibling of one."""
+    return id(n) in mine or (bool(groups) and n.op in REGION_OPS and loop_group(n) in groups)
 
 
 @dataclass(frozen=True)
@@ -1016,6 +1304,7 @@ def dtype_by_code(code: int) -> DType:
 
 
 __all__ = [
+    "Body",
     "DType",
     "Function",
     "FunctionBuilder",
@@ -1034,13 +1323,18 @@ __all__ = [
     "const_bytes",
     "const_value",
     "infer_type",
+    "is_effectful",
     "loop",
     "loop_body",
     "loop_group",
     "make_node",
     "param",
+    "param_space",
+    "space_of",
+    "spaces_of",
     "start_pieces",
     "start_vector",
     "sweep",
     "topo_order",
+    "transfer",
 ]

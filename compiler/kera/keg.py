@@ -15,7 +15,10 @@ Byte layout (little-endian; full description in docs/keg-format.md)::
                      6 u32 k, k bytes | 7 u32 region (a loop's body)
     4 NODES    u32 n; n x (u32 opcode string, u32 type, u32 attribute set, u32 k,
                            k x u32 input node index, each < this node's index)
-    5 REGIONS  u32 n; n x (u32 p, p x u32 param node, u32 r, r x u32 result node)
+    5 REGIONS  u32 n; n x (u32 p, p x u32 param node, u32 r, r x u32 result node
+                           [, u32 e, e x u32 effect root node, u32 d, d x u32 effect name
+                              string])      -- present iff bit 31 of r is set (r's count is
+                                               the low 31 bits): a region with effects
                loop bodies and exported functions, in the order their last node is written
                (a body's nodes come before the loop node that holds it)
     6 EXPORTS  u32 n; n x (u32 name string, u32 region, 32-byte fingerprint)
@@ -53,7 +56,10 @@ from kera.ir import (
 )
 from kera.ops import (
     ATTRS,
+    DEFAULT_SPACE,
+    OPTIONAL_ATTRS,
     REGION_OPS,
+    SPACES,
     AttrValue,
     Op,
     Region,
@@ -178,7 +184,15 @@ class _Writer:
             out += self.record(n)
             node_ix[id(n)] = len(node_ix)
         self.regions += _u32(len(fn.params)) + b"".join(_u32(node_ix[id(p)]) for p in fn.params)
-        self.regions += _u32(len(fn.results)) + b"".join(_u32(node_ix[id(x)]) for x in fn.results)
+        has_effects = bool(fn.effects or fn.declared)
+        flag = _EFFECTS_FLAG if has_effects else 0
+        self.regions += _u32(len(fn.results) | flag)
+        self.regions += b"".join(_u32(node_ix[id(x)]) for x in fn.results)
+        if has_effects:
+            self.regions += _u32(len(fn.effects))
+            self.regions += b"".join(_u32(node_ix[id(x)]) for x in fn.effects)
+            self.regions += _u32(len(fn.declared))
+            self.regions += b"".join(_u32(self.strings.get(d)) for d in fn.declared)
         self.n_regions += 1
         return self.n_regions - 1
 
@@ -190,6 +204,9 @@ def _by_region_hash(items: tuple[tuple[str, AttrValue], ...]) -> tuple[tuple[str
         return items
     return tuple((k, (v.region_hash,) if isinstance(v, Region) else v) for k, v in items)
 
+
+#: bit 31 of a REGIONS record's result count: effect roots and declared effects follow
+_EFFECTS_FLAG = 1 << 31
 
 #: the NODES record packers by input count: (opcode, type, attribute set, k, k inputs)
 _RECORDS = [struct.Struct(f"<{4 + k}I").pack for k in range(8)]
@@ -316,9 +333,12 @@ def _loads(data: bytes) -> Graph:
     strings = _strings(rd["strings"])
     types = _types(rd["types"])
     attrs = _attrsets(rd["attrs"], strings)
-    spans = _regions(rd["regions"], _node_count(rd["nodes"]))
+    spans = _regions(rd["regions"], _node_count(rd["nodes"]), strings)
     nodes, bodies = _nodes(rd["nodes"], strings, types, attrs, spans)
-    regions = [([nodes[j] for j in ps], [nodes[j] for j in rs]) for ps, rs in spans]
+    regions = [
+        ([nodes[j] for j in ps], [nodes[j] for j in rs], [nodes[j] for j in es], ds)
+        for ps, rs, es, ds in spans
+    ]
     graph = _exports(rd["exports"], strings, regions, bodies)
     if "provenance" in rd:
         graph = _provenance(rd["provenance"], graph)
@@ -483,7 +503,7 @@ def _nodes(
     strings: list[str],
     types: list[TensorType],
     attrs: list[tuple[tuple[str, AttrValue], ...]],
-    spans: list[tuple[list[int], list[int]]],
+    spans: list[_Span],
 ) -> tuple[list[Node], dict[int, Function]]:
     nodes: list[Node] = []
     bodies = _Bodies(spans, nodes)
@@ -565,7 +585,7 @@ class _Bodies:
     """Loop bodies as the nodes are read: region ``k`` becomes a ``Function`` the first time a
     node names it, from nodes that must all come before that node."""
 
-    def __init__(self, spans: list[tuple[list[int], list[int]]], nodes: list[Node]) -> None:
+    def __init__(self, spans: list[_Span], nodes: list[Node]) -> None:
         self.spans, self.nodes = spans, nodes
         self.built: dict[int, Function] = {}
 
@@ -574,11 +594,17 @@ class _Bodies:
         if k >= len(self.spans):
             raise IRError(f"region {k} out of range (table has {len(self.spans)})")
         if k not in self.built:
-            ps, rs = self.spans[k]
-            if any(j >= i for j in (*ps, *rs)):
+            ps, rs, es, ds = self.spans[k]
+            if any(j >= i for j in (*ps, *rs, *es)):
                 raise IRError(f"region {k} uses nodes written after the loop")
             nodes = self.nodes
-            self.built[k] = Function("body", [nodes[j] for j in ps], [nodes[j] for j in rs])
+            self.built[k] = Function(
+                "body",
+                [nodes[j] for j in ps],
+                [nodes[j] for j in rs],
+                [nodes[j] for j in es],
+                ds,
+            )
         return self.built[k]
 
     def resolve(
@@ -601,7 +627,7 @@ def _verify(
 
 
 def _verify_leaf(op: Op, t: TensorType, ins: tuple[Node, ...], attrs: dict[str, AttrValue]) -> None:
-    schema = ATTRS[op]
+    schema = {**ATTRS[op], **{k: v for k, v in OPTIONAL_ATTRS.get(op, {}).items() if k in attrs}}
     if set(attrs) != set(schema) or not all(
         isinstance(attrs[k], v) and not isinstance(attrs[k], bool) for k, v in schema.items()
     ):
@@ -610,6 +636,13 @@ def _verify_leaf(op: Op, t: TensorType, ins: tuple[Node, ...], attrs: dict[str, 
         raise IRError("takes no operands")
     if op is Op.PARAM:
         check_name(attrs["name"], "parameter")
+        space = attrs.get("space", DEFAULT_SPACE)
+        if "space" in attrs and (space not in SPACES or space == DEFAULT_SPACE):
+            shown = repr(space)[:40]
+            raise IRError(
+                f"parameter space {shown} is not one of {', '.join(SPACES[1:])} "
+                "(host is recorded by leaving the attribute out)"
+            )
     if op is Op.CONST:
         value = attrs["value"]
         assert isinstance(value, bytes)
@@ -619,13 +652,31 @@ def _verify_leaf(op: Op, t: TensorType, ins: tuple[Node, ...], attrs: dict[str, 
             raise IRError("a bool constant holds only bytes 0 and 1")
 
 
-def _regions(r: _Reader, n_nodes: int) -> list[tuple[list[int], list[int]]]:
-    """Each region's parameter and result node indices (checked against the node count)."""
+#: a region as read: parameter, result and effect root node indices, declared effect names
+_Span = tuple[list[int], list[int], list[int], list[str]]
 
-    def one(i: int) -> tuple[list[int], list[int]]:
+
+def _regions(r: _Reader, n_nodes: int, strings: list[str]) -> list[_Span]:
+    """Each region's parameter, result and effect root node indices (checked against the
+    node count) and declared effect names."""
+
+    def one(i: int) -> _Span:
         params = [r.index("param node", n_nodes) for _ in range(r.count("param", 4))]
-        results = [r.index("result node", n_nodes) for _ in range(r.count("result", 4))]
-        return params, results
+        at = r.pos
+        raw = r.u32("result count")
+        n = raw & ~_EFFECTS_FLAG
+        if 4 * n > r.end - r.pos:
+            raise r.fail(f"result count {n} does not fit in the {r.end - r.pos} bytes left", at)
+        results = [r.index("result node", n_nodes) for _ in range(n)]
+        if not raw & _EFFECTS_FLAG:
+            return params, results, [], []
+        effects = [r.index("effect node", n_nodes) for _ in range(r.count("effect", 4))]
+        declared = [
+            strings[r.index("effect name", len(strings))] for _ in range(r.count("effect name", 4))
+        ]
+        if not effects and not declared:
+            raise r.fail(f"region {i} is flagged with effects but has none", at)
+        return params, results, effects, declared
 
     out = _items(r, "region", 8, one)
     r.done()
@@ -635,7 +686,7 @@ def _regions(r: _Reader, n_nodes: int) -> list[tuple[list[int], list[int]]]:
 def _exports(
     r: _Reader,
     strings: list[str],
-    regions: list[tuple[list[Node], list[Node]]],
+    regions: list[tuple[list[Node], list[Node], list[Node], list[str]]],
     bodies: dict[int, Function],
 ) -> Graph:
     fns = []
@@ -645,10 +696,10 @@ def _exports(
         ix = r.index("region", len(regions))
         if ix in bodies:
             raise r.fail(f"export {i}: region {ix} is a loop body", at + 4)
-        params, results = regions[ix]
+        params, results, effects, declared = regions[ix]
         stored = r.take(32, "fingerprint")
         try:
-            fn = Function(name, params, results)
+            fn = Function(name, params, results, effects, declared)
         except IRError as e:
             raise r.fail(f"export {i}: {e}", at) from None
         if fn.region_hash != stored:

@@ -32,6 +32,9 @@ class Region:
     params: tuple[Any, ...]
     results: tuple[Any, ...]
     region_hash: bytes
+    #: the effectful nodes, in program order, and the declared effect names (sorted)
+    effects: tuple[Any, ...]
+    declared: tuple[str, ...]
 
 
 AttrValue = int | bool | str | DType | tuple[int, ...] | bytes | Region
@@ -94,6 +97,8 @@ class Op(enum.StrEnum):
     # dynamic indexing (start indices are data, clamped into range)
     DYNAMIC_SLICE = "dynamic_slice"
     DYNAMIC_UPDATE_SLICE = "dynamic_update_slice"
+    # memory spaces (an effect: moves a value; the identity on its bits)
+    TRANSFER = "transfer"
     # structured control flow
     LOOP = "loop"
     CALL = "call"
@@ -145,6 +150,29 @@ MOVEMENT = frozenset({Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCA
 DYNAMIC = frozenset({Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE})
 #: ops whose attributes hold a region (a body run by the op), always in the attribute ``body``
 REGION_OPS = frozenset({Op.LOOP, Op.CALL})
+
+
+class Space(enum.StrEnum):
+    """A memory space a value can live in (``docs/semantics.md``, Memory spaces and effects);
+    its value is its source spelling (``@device``).  Attributes hold the plain string
+    (``kera.ir`` converts a member), so a graph encodes the same whichever was given.  A
+    parameter records its space in the attribute ``space`` only when it is not ``host``, so a
+    graph without spaces encodes (and fingerprints) exactly as before spaces existed."""
+
+    HOST = "host"
+    DEVICE = "device"
+    PINNED = "pinned"
+    UNIFIED = "unified"
+
+
+SPACES: tuple[str, ...] = tuple(s.value for s in Space)
+DEFAULT_SPACE = Space.HOST.value
+#: the effect each effectful op has; a ``loop`` or ``call`` whose region declares effects has
+#: them too (:func:`effect_of`).  Effectful nodes carry ``seq``, their position in their
+#: function's program order, and are that function's effect roots.
+EFFECTS: dict[Op, str] = {Op.TRANSFER: "transfer"}
+#: the effect names a function may declare
+EFFECT_NAMES = frozenset(EFFECTS.values())
 #: the most iterations of one loop, and the deepest nesting of loops
 MAX_TRIPS = 1 << 24
 MAX_LOOP_DEPTH = 8
@@ -175,6 +203,7 @@ ARITY: dict[Op, int] = {
     Op.CONCAT: 2,
     Op.DYNAMIC_SLICE: 2,
     Op.DYNAMIC_UPDATE_SLICE: 3,
+    Op.TRANSFER: 1,
 }
 #: ops with any number of operands (their typing rule checks them against the attributes)
 VARIADIC = frozenset({Op.LOOP, Op.CALL})
@@ -195,6 +224,14 @@ ATTRS: dict[Op, dict[str, type]] = {
     Op.DYNAMIC_SLICE: {"size": tuple},
     Op.LOOP: {"lo": int, "trips": int, "result": int, "body": Region},
     Op.CALL: {"result": int, "body": Region},
+    Op.TRANSFER: {"from": str, "to": str, "seq": int},
+}
+#: attributes an op may have but need not: a parameter's space (absent: host); the ``seq`` of a
+#: loop or call whose region declares effects (required then, refused otherwise)
+OPTIONAL_ATTRS: dict[Op, dict[str, type]] = {
+    Op.PARAM: {"space": str},
+    Op.LOOP: {"seq": int},
+    Op.CALL: {"seq": int},
 }
 
 
@@ -255,16 +292,38 @@ def check_shape(shape: object, what: str = "shape") -> Shape:
 
 def _check_attrs(op: Op, attrs: Mapping[str, AttrValue]) -> None:
     schema = ATTRS.get(op, {})
+    optional = OPTIONAL_ATTRS.get(op, {})
     for name in attrs:
-        if name not in schema:
+        if name not in schema and name not in optional:
             raise _fail("E0212", f"{op} takes no attribute '{name}'")
-    for name, ty in schema.items():
+    for name, ty in [*schema.items(), *optional.items()]:
         if name not in attrs:
-            raise _fail("E0213", f"{op} needs the attribute '{name}'")
+            if name in schema:
+                raise _fail("E0213", f"{op} needs the attribute '{name}'")
+            continue
         v = attrs[name]
         ok = isinstance(v, ty) and not (ty is int and isinstance(v, bool))
         if not ok:
             raise _fail("E0214", f"attribute '{name}' of {op} must be {ty.__name__}")
+
+
+def check_space(space: object, what: str = "space") -> str:
+    """``space`` if it names a memory space (:data:`SPACES`), else a TypeRuleError."""
+    if isinstance(space, str) and space in SPACES:
+        return space
+    shown = repr(space)[:40]
+    raise _fail("E0219", f"{what} {shown} is not a memory space ({', '.join(SPACES)})")
+
+
+def _check_seq(op: Op, attrs: Mapping[str, AttrValue], effectful: bool) -> None:
+    """An effectful node has a ``seq`` >= 0; a pure loop or call has none."""
+    seq = attrs.get("seq")
+    if effectful and seq is None:
+        raise _fail("E0219", f"an effectful {op} needs its 'seq' (program order)")
+    if not effectful and seq is not None:
+        raise _fail("E0219", f"a {op} of a region without effects takes no 'seq'")
+    if isinstance(seq, int) and seq < 0:
+        raise _fail("E0219", f"the 'seq' of {op} must be >= 0, got {seq}")
 
 
 def _axis(axis: object, rank: int, op: Op) -> int:
@@ -519,6 +578,7 @@ def _loop(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> 
     lo, trips, result, body = attrs["lo"], attrs["trips"], attrs["result"], attrs["body"]
     assert isinstance(lo, int) and isinstance(trips, int) and isinstance(result, int)
     assert isinstance(body, Region)
+    _check_seq(op, attrs, bool(body.declared))
     if not 1 <= trips <= MAX_TRIPS:
         raise _fail("E0217", f"a loop runs 1..{MAX_TRIPS} times, not {trips}")
     if not (lo >= -(1 << 31) and lo + trips - 1 < (1 << 31)):
@@ -542,9 +602,18 @@ def _loop(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> 
     return carried[result]
 
 
+def _transfer(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
+    src, dst = check_space(attrs["from"], "from"), check_space(attrs["to"], "to")
+    if src == dst:
+        raise _fail("E0219", f"a transfer from {src} to itself (it moves nothing)")
+    _check_seq(op, attrs, True)
+    return ins[0]
+
+
 def _call(op: Op, ins: Sequence[TensorType], attrs: Mapping[str, AttrValue]) -> TensorType:
     result, body = attrs["result"], attrs["body"]
     assert isinstance(result, int) and isinstance(body, Region)
+    _check_seq(op, attrs, bool(body.declared))
     params = [p.type for p in body.params]
     if any(p.attr("name") != f"_{i}" for i, p in enumerate(body.params)):
         raise _fail("E0217", "a callee's parameters are named _0, _1, ... by position")
@@ -578,4 +647,18 @@ _RULES = {
     Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
     Op.LOOP: _loop,
     Op.CALL: _call,
+    Op.TRANSFER: _transfer,
 }
+
+
+def effect_of(op: Op, attrs: Mapping[str, AttrValue]) -> tuple[str, ...]:
+    """The effects a node with ``op`` and ``attrs`` has (empty: it is pure): its op's
+    (:data:`EFFECTS`), or the declared effects of the region a loop or call runs."""
+    name = EFFECTS.get(op)
+    if name is not None:
+        return (name,)
+    if op in REGION_OPS:
+        body = attrs["body"]
+        assert isinstance(body, Region)
+        return body.declared
+    return ()

@@ -427,6 +427,12 @@ def _dynamic_update_slice(node: Node, x: Array, v: Array, starts: Array) -> Arra
     return out
 
 
+def _transfer(node: Node, x: Array) -> Array:
+    """A move between memory spaces: the identity on every bit (NaN payloads included); a
+    copy, so that no two values share a buffer."""
+    return x.copy()
+
+
 def iota(node: Node, batch: int) -> Array:
     shape, axis = _ints(node, "shape"), node.attr("axis")
     assert isinstance(axis, int)
@@ -489,6 +495,7 @@ SEMANTICS: dict[Op, Impl] = {
     Op.CONCAT: _concat,
     Op.DYNAMIC_SLICE: _dynamic_slice,
     Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Op.TRANSFER: _transfer,
 }
 
 #: leaves are not functions of operands: they need the batch size

@@ -19,15 +19,19 @@ block of the same form (nested bodies after their parents)::
       region ^5d0c41e2a9b7(_0: i32, _1: f32[4], _2: f32[4]) -> (f32[4])
         %0 = param _1 : f32[4]
         ...
-  The text depends only on
+
+A parameter outside host memory shows its space (``%0 = param x @device : f32[8]``,
+``x: f32[8] @device`` in the signature); a function with effects declares them after its
+results (``effects(transfer)``) and lists its effect roots, in program order, after its
+``return`` (``effects %1, %4``).  The text depends only on
 the graph's content, which makes it suitable for golden tests.
 """
 
 from __future__ import annotations
 
 from kera.dtypes import DType
-from kera.ir import Function, Graph, Node, const_value
-from kera.ops import AttrValue, Op, Region
+from kera.ir import Function, Graph, Node, const_value, param_space
+from kera.ops import DEFAULT_SPACE, AttrValue, Op, Region
 
 
 def _attr(v: AttrValue) -> str:
@@ -63,17 +67,20 @@ def function_text(fn: Function, source: str | None = None) -> str:
     """The canonical text of ``fn`` and its loop bodies; ``source``: its fingerprint before
     optimisation."""
     sig = ", ".join(
-        f"{name}: {p.type}" for name, p in zip(fn.param_names(), fn.params, strict=True)
+        f"{name}: {p.type}{_space(p)}" for name, p in zip(fn.param_names(), fn.params, strict=True)
     )
     res = ", ".join(str(r.type) for r in fn.results)
-    lines = [f"export fn {fn.name}({sig}) -> ({res})", f"  ; fingerprint {fn.fingerprint}"]
+    lines = [
+        f"export fn {fn.name}({sig}) -> ({res}){_declared(fn)}",
+        f"  ; fingerprint {fn.fingerprint}",
+    ]
     if source is not None:
         lines.append(f"  ; source fingerprint {source}")
     lines += _nodes_text(fn, "  ")
     for body in fn.regions()[1:]:
-        sig = ", ".join(f"{p.attr('name')!s}: {p.type}" for p in body.params)
+        sig = ", ".join(f"{p.attr('name')!s}: {p.type}{_space(p)}" for p in body.params)
         res = ", ".join(str(r.type) for r in body.results)
-        lines.append(f"  region {_attr(body)}({sig}) -> ({res})")
+        lines.append(f"  region {_attr(body)}({sig}) -> ({res}){_declared(body)}")
         lines += _nodes_text(body, "    ")
     return "\n".join(lines)
 
@@ -84,7 +91,7 @@ def _nodes_text(fn: Function, indent: str) -> list[str]:
     for n in fn.nodes():
         i = num[id(n)] = len(num)
         if n.op is Op.PARAM:
-            body = f"param {n.attr('name')!s}"
+            body = f"param {n.attr('name')!s}{_space(n)}"
         elif n.op is Op.CONST:
             lines.append(f"{indent}%{i} = const : {n.type} {const_text(n)}")
             continue
@@ -94,7 +101,19 @@ def _nodes_text(fn: Function, indent: str) -> list[str]:
             body = " ".join(filter(None, [n.op.value, args, "{" + attrs + "}" if attrs else ""]))
         lines.append(f"{indent}%{i} = {body} : {n.type}")
     lines.append(f"{indent}return " + ", ".join(f"%{num[id(r)]}" for r in fn.results))
+    if fn.effects:
+        lines.append(f"{indent}effects " + ", ".join(f"%{num[id(e)]}" for e in fn.effects))
     return lines
+
+
+def _space(p: Node) -> str:
+    """`` @<space>`` for a parameter outside host memory, else nothing."""
+    space = param_space(p)
+    return "" if space == DEFAULT_SPACE else f" @{space}"
+
+
+def _declared(fn: Function) -> str:
+    return f" effects({', '.join(fn.declared)})" if fn.declared else ""
 
 
 def graph_text(graph: Graph) -> str:

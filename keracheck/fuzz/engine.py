@@ -6,7 +6,8 @@ from (campaign seed, k).  One Hypothesis example is a *batch* of graphs
 (``strategies.batches``), checked by the oracle with one call per target.  Every divergence is
 counted by signature; a batch that shows a signature not seen before ends the run (a
 BaseException, so Hypothesis does not shrink the batch) with the new divergences and the
-choices that drew each diverging graph.
+choices that drew each diverging graph.  A run also ends after :data:`RUN_EXAMPLES` examples
+(Hypothesis holds every example of a run in memory), and run ``k + 1`` follows.
 
 Shrinking.  Each new signature is shrunk by its own single-graph Hypothesis run: the graph's
 recorded choices go into an in-memory example database (the secondary corpus), Hypothesis
@@ -56,6 +57,11 @@ from keracheck.targets import Target
 
 #: a graph the reductions alone bring to at most this many ops is not shrunk by Hypothesis
 QUICK_OPS = 3
+#: examples per discovery run at most: the next run (the next seed) follows.  Hypothesis keeps
+#: every example of a run in memory (its data tree and result cache: ~1,000 choice nodes per
+#: batch), so one run for a whole campaign grew by ~1 MiB/s against ref alone; a run of this
+#: many examples holds a few tens of MiB, freed when it ends
+RUN_EXAMPLES = 200
 #: why a campaign ended, in the order they are checked: Ctrl-C, ``max_findings`` or ``until``
 #: satisfied, the budget spent, ``max_examples`` reached, else Hypothesis ran out of examples
 STOP_REASONS = ("interrupted", "findings", "budget", "examples", "exhausted")
@@ -248,15 +254,17 @@ class Campaign:
         )
 
     def _discover(self, seed: int) -> list[tuple[Divergence, Drawn]] | None:
-        """One discovery run: the new signatures of the batch that ended it, or None when it
-        used up its examples."""
+        """One discovery run: the new signatures of the batch that ended it, [] when it ran
+        its :data:`RUN_EXAMPLES` without one, or None when Hypothesis ran out of examples."""
         o = self.opts
         left = 10**9 if o.max_examples is None else o.max_examples - self.stats.examples
+        cap = max(1, min(left, RUN_EXAMPLES))
         strategy = batches(self.ops, o.policies, size=o.batch_size, focus=self.coverage)
         clock = _Clock(self.stats, "generate_seconds")
         self.stats.runs += 1
+        before = self.stats.examples
 
-        @self._settings(database=None, max_examples=max(1, left), phases=[Phase.generate])
+        @self._settings(database=None, max_examples=cap, phases=[Phase.generate])
         @hypothesis_seed(seed)
         @given(strategy)
         def test(batch: list[Drawn]) -> None:
@@ -269,7 +277,8 @@ class Campaign:
             return e.found
         finally:
             clock.tick()
-        return None
+        ran_all = self.stats.examples - before >= cap
+        return [] if ran_all and cap < left else None
 
     def _examine(self, batch: list[Drawn], clock: _Clock) -> None:
         s = self.stats

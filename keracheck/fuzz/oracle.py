@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -154,10 +154,83 @@ def truncated(fn: Function, node: Node) -> Function:
 # ------------------------------------------------------------------------------ execution
 
 
-class Runner:
-    """Runs cases on one target, caching results by case key."""
+#: bounds of each of the oracle's caches (results per target, generated cases, verdicts):
+#: entries and approximate bytes.  A campaign makes new graphs for as long as it runs, so an
+#: unbounded cache grows with it (~75 KB per graph against ref alone: 8 MiB/s); past a bound
+#: the oldest half goes, and only speed is lost (the shrinker re-runs recent graphs).
+MAX_ENTRIES = 20_000
+MAX_BYTES = 32 << 20
+#: bytes counted per entry besides its arrays (key, dict slot, list and array headers)
+ENTRY_BYTES = 400
+#: bytes counted per node of a cached case's function (a Node and its attributes)
+NODE_BYTES = 600
 
-    MAX_CACHE = 200_000
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Bounded(Generic[K, V]):
+    """A dict of at most ``entries`` items and about ``max_bytes`` (by ``size``) that drops
+    its oldest half when either is passed: memory stays flat over a long campaign."""
+
+    def __init__(
+        self,
+        size: Callable[[V], int],
+        entries: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.size = size
+        self.entries = MAX_ENTRIES if entries is None else entries
+        self.max_bytes = MAX_BYTES if max_bytes is None else max_bytes
+        self.items: dict[K, tuple[V, int]] = {}
+        self.bytes = 0
+        self.evicted = 0  # entries dropped so far
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.items
+
+    def get(self, key: K) -> V | None:
+        hit = self.items.get(key)
+        return None if hit is None else hit[0]
+
+    def __setitem__(self, key: K, value: V) -> None:
+        old = self.items.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        n = self.size(value) + ENTRY_BYTES
+        self.items[key] = (value, n)
+        self.bytes += n
+        if len(self.items) > self.entries or self.bytes > self.max_bytes:
+            self._halve()
+
+    def _halve(self) -> None:
+        """Drop the oldest entries until at most half of each bound is used."""
+        keys = iter(list(self.items))
+        while self.items and (
+            len(self.items) > self.entries // 2 or self.bytes > self.max_bytes // 2
+        ):
+            _, n = self.items.pop(next(keys))
+            self.bytes -= n
+            self.evicted += 1
+
+
+def result_bytes(r: Result) -> int:
+    return 0 if isinstance(r, str) else sum(a.nbytes for a in r)
+
+
+def case_bytes(c: Case) -> int:
+    return sum(a.nbytes for a in c.inputs.values()) + NODE_BYTES * len(c.fn.nodes())
+
+
+def verdict_bytes(divs: list[Divergence]) -> int:
+    return sum(case_bytes(d.case) for d in divs)
+
+
+class Runner:
+    """Runs cases on one target, caching results by case key (:class:`Bounded`)."""
 
     def __init__(
         self,
@@ -171,7 +244,7 @@ class Runner:
         self.isolate = isolate
         self.optimise = optimise  # a level variant (T@O2) runs each case's optimised graph
         self.is_ref = split_id(target.id)[0] == REF
-        self.cache: dict[str, Result] = {}
+        self.cache: Bounded[str, Result] = Bounded(result_bytes)
         self.calls = 0  # target invocations (toolchain batches)
         self.cases_run = 0
         self.seconds = 0.0
@@ -184,13 +257,14 @@ class Runner:
     def run(self, cases: Sequence[Case], cached_only: bool = False) -> list[Result | None]:
         todo = {c.key: c for c in cases if c.key not in self.cache}
         if todo and not cached_only:
-            self._store(self._execute(list(todo.values())))
+            done = self._execute(list(todo.values()))
+            self._store(done)  # may evict: answer from what was just run first
+            return [done[c.key] if c.key in done else self.cache.get(c.key) for c in cases]
         return [self.cache.get(c.key) for c in cases]
 
     def _store(self, results: Mapping[str, Result]) -> None:
-        if len(self.cache) + len(results) > self.MAX_CACHE:
-            self.cache.clear()  # a cold cache only costs speed
-        self.cache.update(results)
+        for key, r in results.items():
+            self.cache[key] = r
 
     def _execute(self, cases: list[Case]) -> dict[str, Result]:
         self.calls += 1
@@ -315,8 +389,9 @@ class Oracle:
         self.others = [i for i in ids if i != REF]
         self.n_inputs = n_inputs
         self.seed = seed
-        self.verdicts: dict[tuple[str, str], list[Divergence]] = {}  # (case key, target)
-        self.cases: dict[str, Case] = {}  # fingerprint -> its generated case
+        # (case key, target) -> its divergences; fingerprint -> its generated case
+        self.verdicts: Bounded[tuple[str, str], list[Divergence]] = Bounded(verdict_bytes)
+        self.cases: Bounded[str, Case] = Bounded(case_bytes)
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.runners)))
 
     def close(self) -> None:
@@ -328,9 +403,8 @@ class Oracle:
         """fn with its fuzzing inputs for the campaign seed (cached)."""
         case = self.cases.get(fn.fingerprint)
         if case is None:
-            if len(self.cases) > Runner.MAX_CACHE:
-                self.cases.clear()
-            case = self.cases[fn.fingerprint] = Case(fn, fuzz_inputs(fn, self.n_inputs, self.seed))
+            case = Case(fn, fuzz_inputs(fn, self.n_inputs, self.seed))
+            self.cases[fn.fingerprint] = case
         return case
 
     def judged(self, fn: Function) -> bool:
@@ -360,15 +434,19 @@ class Oracle:
         ``cached_only``, cases not judged before count as agreeing."""
         tids = [REF, *(t for t in (targets or self.others) if t != REF)]
         todo = [c for c in cases if any((c.key, t) not in self.verdicts for t in tids)]
+        fresh: dict[tuple[str, str], list[Divergence]] = {}
         if todo and not cached_only:
-            if len(self.verdicts) > Runner.MAX_CACHE:
-                self.verdicts.clear()
             found = self._judge(todo, tids[1:])
             for c in todo:
                 for t in tids:
                     divs = [d for d in found.get(c.key, []) if d.signature.target == t]
-                    self.verdicts[(c.key, t)] = divs
-        return [d for c in cases for t in tids for d in self.verdicts.get((c.key, t), [])]
+                    fresh[(c.key, t)] = self.verdicts[(c.key, t)] = divs
+        return [
+            d
+            for c in cases
+            for t in tids
+            for d in fresh.get((c.key, t), self.verdicts.get((c.key, t)) or [])
+        ]
 
     def run_all(
         self,

@@ -75,6 +75,7 @@ from kera.ir import (
     make_node,
     param,
     start_vector,
+    transfer,
 )
 from kera.ops import (
     ARITY,
@@ -113,8 +114,10 @@ OP_ORDER: tuple[Op, ...] = (
     *(Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.SELECT, Op.CONVERT, Op.BITCAST),
     *(Op.SUM, Op.PROD, Op.AMIN, Op.AMAX, Op.DOT, Op.MATMUL),
     *(Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT, Op.IOTA),
-    *(Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP, Op.CALL),
+    *(Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP, Op.CALL, Op.TRANSFER),
 )
+#: where a transfer step moves a value (and then back to the host: :func:`_transfer`)
+MOVE_SPACES = ("device", "unified", "pinned")
 LEAF_OPS = frozenset({Op.PARAM, Op.CONST})
 #: weight of "skip this step" (choice 0): rare when generating; the shrinker deletes a step
 #: by zeroing its span, which makes it a skip
@@ -312,6 +315,7 @@ _STEP_DTYPES: dict[Op, Callable[[Step], tuple[DType, ...]]] = {
     **dict.fromkeys((Op.SELECT, Op.CONVERT), _all),
     **dict.fromkeys((Op.BROADCAST, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.CONCAT), _all),
     **dict.fromkeys((Op.DYNAMIC_SLICE, Op.DYNAMIC_UPDATE_SLICE, Op.LOOP, Op.CALL), _all),
+    Op.TRANSFER: _all,
     **dict.fromkeys((Op.BITCAST, Op.DOT, Op.MATMUL, Op.IOTA, *REDUCE), _numeric),
 }
 
@@ -449,6 +453,7 @@ class GraphBuilder:
         self.known: set[int] = set()
         self.used: set[int] = set()
         self.only: Combo | None = None  # the focus, while its step draws
+        self.effects: list[Node] = []  # the transfers made, in program order (seq = index)
         self.set_profile(prof)
 
     def set_profile(self, prof: Profile) -> None:
@@ -481,6 +486,7 @@ class GraphBuilder:
         need plain values, so a seeded draw can make every choice."""
         sub = GraphBuilder(draw, self.ops, replace(self.p, plain_weight=0))
         sub.params, sub.choices, sub.only = self.params, self.choices, combo
+        sub.effects = self.effects
         _generate(sub, combo.step)
         for v in sub.values:
             if id(v) not in self.known:
@@ -512,7 +518,7 @@ class GraphBuilder:
 
     def function(self, name: str) -> Function:
         sinks = [v for v in self.values if v.op not in LEAF_OPS and id(v) not in self.used]
-        return Function(name, self.params, sinks)
+        return Function(name, self.params, sinks, self.effects)
 
     # -- leaves
 
@@ -923,6 +929,21 @@ def _call_op(g: GraphBuilder, op: Op) -> Node:
     return nodes[0]
 
 
+def _transfer(g: GraphBuilder, op: Op) -> Node:
+    """``transfer(transfer(x, to = S), to = host)``: a host value moved to the device, unified
+    or pinned memory and back, two effects in program order.  Every other value of a fuzzed
+    graph lives on the host, so the round trip's result can meet any of them (the language's
+    one-space rule, ``docs/language.md``); the value in ``S`` is not offered to later steps."""
+    x = g.anchor(_any, step_dtypes(op))
+    space = MOVE_SPACES[uniform(g.draw, len(MOVE_SPACES))]
+    there = transfer(x, space, len(g.effects), source="host")
+    g.effects.append(there)
+    back = transfer(there, "host", len(g.effects), source=space)
+    g.effects.append(back)
+    g.used.update((id(x), id(there)))
+    return g.record(back)
+
+
 def _body_ops(g: GraphBuilder, dt: DType) -> list[Op]:
     return [op for op in _BODY_OPS if op in g.ops and dt in elementwise_dtypes(op)]
 
@@ -954,6 +975,7 @@ _GENERATORS: dict[Op, Callable[[GraphBuilder, Op], Node]] = {
     Op.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
     Op.LOOP: _loop,
     Op.CALL: _call_op,
+    Op.TRANSFER: _transfer,
 }
 
 

@@ -27,7 +27,11 @@ used:
 * a ``call`` as ``let (a, b) = name(x, y);`` (``_`` likewise), each distinct callee printed once
   as a helper ``fn`` before the export (named after the callee when that name is free, else
   ``<prefix>fn<k>``), its parameters ``p0, p1, ...`` (the front end names a callee's parameters
-  by position, so any names give the same graph).
+  by position, so any names give the same graph);
+* a ``transfer`` as ``transfer(copy(v), to = device)`` (``copy`` leaves ``v`` usable and builds
+  no node), a value outside host memory with its space in its type (``f32[4] @device``), and a
+  function with effects declaring them (``-> f32 effects(transfer)``); the front end numbers
+  the transfers in program order, which is the order the lets are printed in.
 
 What Kera source cannot spell raises :class:`PrintError`: a tensor constant (write
 ``broadcast`` of a scalar), a NaN constant with a payload (write ``bitcast`` of an integer, as
@@ -43,7 +47,16 @@ from typing import Any
 import numpy as np
 
 from kera.dtypes import CANONICAL_NAN, DType
-from kera.ir import Function, Node, const_value, loop_body, loop_group, start_pieces
+from kera.ir import (
+    Function,
+    Node,
+    const_value,
+    loop_body,
+    loop_group,
+    param_space,
+    spaces_of,
+    start_pieces,
+)
 from kera.ops import ATTRS, DYNAMIC, Op, TensorType
 from kera.syntax.builtins import BUILTIN_NAMES
 from keracheck.fuzz import calls
@@ -82,8 +95,10 @@ CALL_ATTRS: dict[Op, tuple[str, ...]] = {op: tuple(ATTRS.get(op, {})) for op in 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def type_text(t: TensorType) -> str:
-    return f"{t.dtype}[{', '.join(map(str, t.shape))}]" if t.shape else str(t.dtype)
+def type_text(t: TensorType, space: str | None = None) -> str:
+    """``t`` in source form, with `` @space`` for a value outside host memory."""
+    text = f"{t.dtype}[{', '.join(map(str, t.shape))}]" if t.shape else str(t.dtype)
+    return text if space in (None, "host") else f"{text} @{space}"
 
 
 def attr_text(value: object) -> str:
@@ -142,6 +157,8 @@ def expression(node: Node, names: Callable[[Node], str]) -> str:
         return f"!{args[0]}" if node.dtype is DType.BOOL else f"~{args[0]}"
     if op is Op.CONVERT:
         return f"{args[0]} as {attr_text(node.attr('to'))}"
+    if op is Op.TRANSFER:
+        return f"transfer(copy({args[0]}), to = {attr_text(node.attr('to'))})"
     if op in CALL_ATTRS:
         return _call(op.value, args, node, CALL_ATTRS[op])
     raise PrintError(f"no source form for op {op}")
@@ -182,6 +199,7 @@ class _Printer:
         lines: list[str] = []
         units = calls.analyse(fn)
         skip = calls.start_internals(units.nodes)
+        where = spaces_of(fn.nodes())
         done: dict[tuple[object, ...], list[Node]] = {}
         for node in units.nodes:
             if node.op is Op.PARAM or id(node) in skip or id(node) in names:
@@ -200,7 +218,8 @@ class _Printer:
             else:
                 text = expression(node, lambda n: names[id(n)])
             names[id(node)] = self.fresh()
-            lines.append(f"{indent}let {names[id(node)]}: {type_text(node.type)} = {text};")
+            kind = type_text(node.type, where.get(id(node)))
+            lines.append(f"{indent}let {names[id(node)]}: {kind} = {text};")
         return lines
 
     def siblings(self, node: Node, nodes: Sequence[Node]) -> list[Node | None]:
@@ -241,7 +260,7 @@ class _Printer:
         names: dict[int, str] = {id(p): q for p, q in zip(fn.params, params, strict=True)}
         body = _Printer(self.prefix, self.helpers).region(fn, names, "    ")
         signature = ", ".join(
-            f"{q}: {type_text(p.type)}" for q, p in zip(params, fn.params, strict=True)
+            f"{q}: {_param_type(p)}" for q, p in zip(params, fn.params, strict=True)
         )
         self.helpers[fn.region_hash] = (name, _definition("fn", name, signature, fn, names, body))
         return name
@@ -299,9 +318,7 @@ def render(fn: Function, name: str, header: Sequence[str] = ()) -> str:
     for taken in (name, *params):  # names a helper must not take (keys no region hash has)
         helpers[taken.encode()] = (taken, [])
     body = printer.region(fn, names, "    ")
-    signature = ", ".join(
-        f"{n}: {type_text(p.type)}" for n, p in zip(params, fn.params, strict=True)
-    )
+    signature = ", ".join(f"{n}: {_param_type(p)}" for n, p in zip(params, fn.params, strict=True))
     lines = [f"// {h}" if h else "//" for h in header]
     for _, text in helpers.values():
         lines += [*text, ""] if text else []
@@ -313,10 +330,16 @@ def _definition(
     keyword: str, name: str, signature: str, fn: Function, names: dict[int, str], body: list[str]
 ) -> list[str]:
     results = [names[id(r)] for r in fn.results]
-    ret_types = [type_text(r.type) for r in fn.results]
+    where = spaces_of(fn.nodes())
+    ret_types = [type_text(r.type, where.get(id(r))) for r in fn.results]
     ret = ret_types[0] if len(ret_types) == 1 else f"({', '.join(ret_types)})"
     value = results[0] if len(results) == 1 else f"({', '.join(results)})"
-    return [f"{keyword} {name}({signature}) -> {ret} {{", *body, f"    {value}", "}"]
+    effects = f" effects({', '.join(fn.declared)})" if fn.declared else ""
+    return [f"{keyword} {name}({signature}) -> {ret}{effects} {{", *body, f"    {value}", "}"]
+
+
+def _param_type(p: Node) -> str:
+    return type_text(p.type, param_space(p))
 
 
 def roundtrip(fn: Function, text: str) -> str | None:

@@ -21,7 +21,9 @@ each measured on the loop corpus (985 core instances, 27 designs) on 2 cores, CP
   6 s) compiled once per machine, toolchain and flags and copied into every later build
   (``<cache>/verilator/runtime-<hash>/``), where make finds it up to date;
 * ccache, when it is on PATH (``OBJCACHE=ccache``; not required);
-* the C++ optimisation level chosen by the caller from the work to simulate (``cxx_opt``).
+* the C++ optimisation level chosen by the caller from the work to simulate (``cxx_opt``);
+* the clocked cores compiled once per machine and linked in as objects (``objects``: see
+  :mod:`keracheck.targets.verilog.corelib`), which keeps most of the C++ out of the build.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ class Verilator:
 
     def verilate_argv(self, sources: Sequence[Path], top: str, mdir: Path) -> list[str]:
         """``verilator --cc --exe --main``: the C++ model of ``sources`` rooted at ``top`` and
-        its makefile ``mdir/V<top>.mk``, which builds ``mdir/sim``."""
+        its makefile ``mdir/V<top>.mk``, which builds ``mdir/sim`` (object files among the
+        sources are linked in)."""
         argv = ["verilator", "--cc", "--exe", "--main", "--timing"]
         argv += ["--top-module", top, "--Mdir", str(mdir), "-o", EXE, "-Wno-fatal"]
         argv += ["-Wno-lint", "-Wno-style", "--x-assign", "0", "--x-initial", "0"]
@@ -123,11 +126,13 @@ class Verilator:
         cache: Path | None = None,
         jobs: int | None = None,
         cxx_opt: str | None = None,
+        objects: Sequence[Path] = (),
     ) -> Path:
-        """Build (or reuse from the cache) a simulation binary; returns its path."""
+        """Build (or reuse from the cache) a simulation binary; returns its path.  ``objects``
+        (compiled core libraries) are linked in and are part of the cache key."""
         self._require()
         root = (cache or cache_root()) / "verilator"
-        mdir = root / self.build_key(sources, top, cxx_opt)
+        mdir = root / self.build_key([*sources, *objects], top, cxx_opt)
         exe = mdir / EXE
         if intact(exe):
             return exe
@@ -135,7 +140,7 @@ class Verilator:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:
-            _run(self.verilate_argv(sources, top, tmp), cwd=tmp, timeout=3600)
+            _run(self.verilate_argv([*sources, *objects], top, tmp), cwd=tmp, timeout=3600)
             runtime = root / f"runtime-{self.runtime_key(top, cxx_opt)}"
             names = _runtime_objects(tmp / f"V{top}_classes.mk")
             _seed_runtime(runtime, tmp, names)

@@ -37,6 +37,7 @@ import numpy as np
 
 from kera.backends import c
 from kera.backends.c import abi
+from kera.backends.c.emit import Body
 from kera.interp import batch_size
 from kera.ir import Function
 from keracheck import probe
@@ -102,6 +103,26 @@ def best_isa() -> str:
 MIN_PER_BUILD = 6
 
 
+def balance(weights: Mapping[str, float], k: int) -> list[list[str]]:
+    """The keys of ``weights`` in ``k`` parts of about equal total weight (longest first, each
+    to the lightest part); each part keeps the keys' order, so a batch splits the same way
+    every time (its artifacts are cached by content)."""
+    loads = [0.0] * k
+    where: dict[str, int] = {}
+    for key in sorted(weights, key=lambda x: (-weights[x], x)):
+        j = loads.index(min(loads))
+        where[key] = j
+        loads[j] += weights[key]
+    return [p for j in range(k) if (p := [x for x in weights if where[x] == j])]
+
+
+def build_cost(text: str) -> float:
+    """gcc's time on one function's C text, up to a constant: it grows about as the square
+    of the text (measured at -O2 on fuzzed functions: 11k characters ~0.16 s, 43k ~3 s), so
+    a batch is split by this, not by function count."""
+    return float(len(text)) ** 2
+
+
 def build_jobs() -> int:
     """How many gcc processes one batch may run at once: the CPUs this process may use."""
     try:
@@ -161,14 +182,31 @@ class _CBackend:
     def _build_parallel(self, fns: Mapping[str, Function]) -> dict[str, _Built | Exception]:
         """Build a large batch as up to :func:`build_jobs` artifacts at once (gcc is one
         process per translation unit and dominates a cold batch); a small one as one."""
-        keys = list(fns)
-        k = min(build_jobs(), len(keys) // MIN_PER_BUILD)
+        k = min(build_jobs(), len(fns) // MIN_PER_BUILD)
         if k <= 1:
             return self._build_groups(fns)
-        parts = [keys[len(keys) * j // k : len(keys) * (j + 1) // k] for j in range(k)]
-        with ThreadPoolExecutor(max_workers=k) as pool:
-            built = list(pool.map(lambda p: self._build_groups({x: fns[x] for x in p}), parts))
+        # each function emitted once: the parts are sized by their text (fuzzed functions'
+        # build times differ by 20x and more) and assembled from it
+        made = c.bodies(fns, self.isa)
+        parts = balance({x: build_cost(made[f"kera_{x}"][0]) for x in fns}, k)
+        self._made = made
+        try:
+            with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+                built = list(pool.map(lambda p: self._build_groups({x: fns[x] for x in p}), parts))
+        finally:
+            self._made = {}
         return {sym: b for part in built for sym, b in part.items()}
+
+    #: the emitted entry points of the batch being split (:meth:`_build_parallel`)
+    _made: Mapping[str, Body] = {}
+
+    def _source(self, fns: Mapping[str, Function]) -> c.CSource:
+        """The translation unit of fns: assembled from the batch's emitted entry points when
+        it has them (the same text as ``c.emit``), else emitted."""
+        made = self._made
+        if made and all(f"kera_{x}" in made for x in fns):
+            return c.assemble(fns, made, isa=self.isa)
+        return c.emit(fns, isa=self.isa)
 
     def available(self) -> str | None:
         raise NotImplementedError
@@ -246,7 +284,7 @@ class CpuTarget(_CBackend):
         return {"gcc": self.gcc.version(), "isa": self.isa, "lanes": str(c.ISAS[self.isa].lanes)}
 
     def _build(self, fns: Mapping[str, Function]) -> Path:
-        src = c.emit(fns, isa=self.isa)
+        src = self._source(fns)
         flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags]
         return self.gcc.build(src.files(), flags, "shared", self.timeout)
 
@@ -345,7 +383,7 @@ class QemuTarget(_CBackend):
         return src.files() | {"main.c": abi.emit_driver(src, {_sym(fn): fn})}
 
     def _build(self, fns: Mapping[str, Function]) -> Path:
-        src = c.emit(fns, isa=self.isa)
+        src = self._source(fns)
         driver = abi.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
         flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags, *self.extra]
         files = src.files() | {"main.c": driver}

@@ -7,6 +7,15 @@ the batch size.  Launch: blocks of :data:`BLOCK` threads, one thread per batch r
 * ``ptx-emu`` parses the PTX *text* with :mod:`keracheck.ptx_emu` and runs it on the CPU.  The
   ``ptx-emu:adversarial`` variant runs under the adversarial NaN policy, where every value the
   PTX ISA leaves unspecified is random: agreeing there shows the code never relies on one.
+* Memory spaces (``docs/ptx-backend.md``, Memory spaces): the launcher places each parameter's
+  buffer in its declared space (``kera.ir.param_space``).  A ``host`` parameter (every
+  program without spaces) is put in host memory and copied to a device buffer before the
+  launch: the kernel boundary's implicit transfer, counted; results are copied back to host
+  memory after it, counted too.  A ``device``, ``unified`` or ``pinned`` parameter is placed
+  where it lives and the kernel reads it there.  Each ``transfer`` of the kernel has a staging
+  buffer in its destination space (``kera.backends.ptx.Slot``), which the kernel writes and
+  reads back.  ``ptx-emu`` keeps the spaces apart (a kernel that dereferences host memory is
+  refused) and records the bytes moved in :attr:`PtxEmuBackend.traffic` after each run.
 * ``ptx-gpu`` assembles a cubin with ptxas for the device's architecture when ptxas is on
   PATH (else hands the PTX to the driver's JIT) and launches it through the CUDA driver API of
   NVIDIA's ``cuda-bindings``.  ``available()`` names what is missing: the package, the driver,
@@ -21,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from kera.backends.ptx import SUPPORTED, emit, kernel_name
-from kera.ir import Function
+from kera.backends.ptx import SUPPORTED, Slot, emit, emit_slots, kernel_name
+from kera.ir import Function, param_space
 from keracheck.ptx_emu import GlobalMemory, NanPolicy, PtxError, load, parse
 from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
 
@@ -65,6 +74,10 @@ class PtxEmuBackend:
 
     def __init__(self, policy: str = "hardware") -> None:
         self.policy = policy
+        #: the last run's bytes moved, per direction (``"host->device"``): ``boundary``, the
+        #: launcher's copies (host parameters in, results out); ``transfers``, what the
+        #: kernel's ``transfer`` nodes stored into their staging buffers (all rows, all trips)
+        self.traffic: dict[str, dict[str, int]] = {"boundary": {}, "transfers": {}}
 
     def available(self) -> str | None:
         try:
@@ -87,19 +100,51 @@ class PtxEmuBackend:
         if n == 0:
             return empty_outputs(fn, 0)
         try:
-            program = load(parse(emit(fn)), kernel_name(fn))
+            text, slots = emit_slots(fn)
+            program = load(parse(text), kernel_name(fn))
             mem = GlobalMemory()
-            args: list[int] = [mem.upload(a) for a in row_major(fn, inputs)]
+            arrays = row_major(fn, inputs)
+            args = [_place(mem, param_space(p), a) for p, a in zip(fn.params, arrays, strict=True)]
             outs = [mem.alloc(n * _size(r.shape) * r.dtype.nbytes) for r in fn.results]
+            xfers = [_staging(mem, slot, n) for slot in slots]
             policy = NanPolicy("adversarial" if self.policy == "adversarial" else "hardware")
             grid = -(-n // BLOCK)
-            program.launch([*args, *outs, n], grid=grid, block=BLOCK, memory=mem, policy=policy)
+            launch = [*args, *outs, n, *xfers]
+            program.launch(launch, grid=grid, block=BLOCK, memory=mem, policy=policy)
+            results = [
+                _fetch(mem, addr, r.dtype.np, n * _size(r.shape))
+                for addr, r in zip(outs, fn.results, strict=True)
+            ]
         except PtxError as err:
             raise BackendError(f"ptx-emu: {err}") from err
-        return [
-            mem.download(addr, r.dtype.np, n * _size(r.shape)).reshape((n, *r.shape))
-            for addr, r in zip(outs, fn.results, strict=True)
-        ]
+        self.traffic = {"boundary": dict(mem.copies), "transfers": dict(mem.stored)}
+        return [out.reshape((n, *r.shape)) for out, r in zip(results, fn.results, strict=True)]
+
+
+def _place(mem: GlobalMemory, space: str, array: np.ndarray[Any, Any]) -> int:
+    """The device pointer the kernel gets for a parameter living in ``space``: a host array is
+    put in host memory and copied to the device (counted); any other is placed in its space."""
+    if space != "host":
+        return mem.upload(array, space)
+    host = mem.upload(array, "host")
+    device = mem.alloc(array.nbytes)
+    mem.copy(device, host, array.nbytes)
+    return device
+
+
+def _staging(mem: GlobalMemory, slot: Slot, n: int) -> int:
+    """A transfer's staging buffer, ``n`` rows in its space, its stores counted."""
+    addr = mem.alloc(n * slot.row_bytes, slot.space)
+    mem.watch(addr, n * slot.row_bytes, f"{slot.source}->{slot.dest}")
+    return addr
+
+
+def _fetch(mem: GlobalMemory, addr: int, dtype: Any, count: int) -> np.ndarray[Any, Any]:
+    """A result copied from the device to host memory (counted), then read."""
+    nbytes = count * np.dtype(dtype).itemsize
+    host = mem.alloc(nbytes, "host")
+    mem.copy(host, addr, nbytes)
+    return mem.download(host, dtype, count)
 
 
 class PtxEmuAdversarialBackend(PtxEmuBackend):
@@ -154,7 +199,10 @@ class PtxGpuBackend:
         gpu = Gpu()
         arrays = row_major(fn, inputs)
         sizes = [n * _size(r.shape) * r.dtype.nbytes for r in fn.results]
-        raw = gpu.launch(emit(fn), kernel_name(fn), arrays, sizes, n)
+        text, slots = emit_slots(fn)
+        spaces = [param_space(p) for p in fn.params]
+        staging = [(slot.space, n * slot.row_bytes) for slot in slots]
+        raw = gpu.launch(text, kernel_name(fn), arrays, sizes, n, spaces, staging)
         return [
             out.view(r.dtype.np).reshape((n, *r.shape))
             for out, r in zip(raw, fn.results, strict=True)
@@ -214,20 +262,35 @@ class Gpu:
         arrays: Sequence[np.ndarray[Any, Any]],
         out_sizes: Sequence[int],
         n: int,
+        spaces: Sequence[str] = (),
+        staging: Sequence[tuple[str, int]] = (),
     ) -> list[np.ndarray[Any, Any]]:
-        """Copy inputs in, run ``name`` over n threads, copy the outputs (raw bytes) back."""
+        """Copy inputs in, run ``name`` over n threads, copy the outputs (raw bytes) back.
+        Each input is allocated in its space (``spaces``, default device: a host parameter's
+        device copy), then the transfers' staging buffers (``staging``: space, bytes)."""
         cu = self.cu
         module = self.module(ptx)
         func = _check(cu, cu.cuModuleGetFunction(module, name.encode()), "cuModuleGetFunction")
-        bufs = [self._alloc(max(a.nbytes, 1)) for a in arrays]
-        bufs += [self._alloc(max(s, 1)) for s in out_sizes]
+        where = [*spaces, *["device"] * (len(arrays) - len(spaces))]
+        allocs = [(max(a.nbytes, 1), sp) for a, sp in zip(arrays, where, strict=True)]
+        allocs += [(max(size, 1), "device") for size in out_sizes]
+        allocs += [(max(size, 1), sp) for sp, size in staging]
+        bufs: list[tuple[Any, str]] = []
         try:
-            for buf, a in zip(bufs, arrays, strict=False):
+            for size, sp in allocs:
+                bufs.append((self._alloc(size, sp), sp))
+            for (buf, _), a in zip(bufs, arrays, strict=False):
                 host = np.ascontiguousarray(a)
-                if host.nbytes:
+                if host.nbytes:  # a host parameter's copy in; any other placed in its space
                     _check(cu, cu.cuMemcpyHtoD(buf, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
-            values = (*(int(b) for b in bufs), n)
-            types = (*(ctypes.c_void_p for _ in bufs), ctypes.c_uint32)
+            pointers = [int(b) for b, _ in bufs]
+            k = len(arrays) + len(out_sizes)
+            values = (*pointers[:k], n, *pointers[k:])
+            types = (
+                *(ctypes.c_void_p for _ in pointers[:k]),
+                ctypes.c_uint32,
+                *(ctypes.c_void_p for _ in pointers[k:]),
+            )
             grid = -(-n // BLOCK)
             _check(
                 cu,
@@ -236,16 +299,28 @@ class Gpu:
             )
             _check(cu, cu.cuCtxSynchronize(), "kernel execution")
             outs = []
-            for buf, size in zip(bufs[len(arrays) :], out_sizes, strict=True):
+            for (buf, _), size in zip(bufs[len(arrays) : k], out_sizes, strict=True):
                 host = np.empty(size, dtype=np.uint8)
                 if size:
                     _check(cu, cu.cuMemcpyDtoH(host.ctypes.data, buf, size), "cuMemcpyDtoH")
                 outs.append(host)
             return outs
         finally:
-            for buf in bufs:
-                cu.cuMemFree(buf)
+            for buf, sp in bufs:
+                (cu.cuMemFreeHost if sp == "pinned" else cu.cuMemFree)(buf)
             cu.cuModuleUnload(module)
 
-    def _alloc(self, size: int) -> Any:
-        return _check(self.cu, self.cu.cuMemAlloc(size), "cuMemAlloc")
+    def _alloc(self, size: int, space: str = "device") -> Any:
+        """A buffer the kernel can address, in ``space``: device memory (``cuMemAlloc``; also
+        a host parameter's device copy), managed memory (``cuMemAllocManaged``), or pinned
+        host memory mapped into the device (``cuMemHostAlloc`` with ``DEVICEMAP``; under
+        unified addressing its host pointer is its device pointer)."""
+        cu = self.cu
+        if space == "unified":
+            flag = cu.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL
+            return _check(cu, cu.cuMemAllocManaged(size, flag), "cuMemAllocManaged")
+        if space == "pinned":
+            return _check(
+                cu, cu.cuMemHostAlloc(size, cu.CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc"
+            )
+        return _check(cu, cu.cuMemAlloc(size), "cuMemAlloc")

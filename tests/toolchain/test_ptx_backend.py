@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from callgraphs import GRAPHS as CALL_GRAPHS
 from loopgraphs import GRAPHS
+from spacegraphs import GRAPHS as SPACE_GRAPHS
 
 from kera.backends.ptx import SUPPORTED, emit, emit_graph, kernel_name
 from kera.dtypes import DType
@@ -160,6 +161,7 @@ def test_every_contract_op_is_lowered() -> None:
     covered = {node.op.value for _, fn, _ in CASES for node in fn.nodes()}
     covered |= {op.value for make in GRAPHS.values() for op in make().ops_used()}  # loops
     covered |= {op.value for make in CALL_GRAPHS.values() for op in make().ops_used()}  # calls
+    covered |= {op.value for make in SPACE_GRAPHS.values() for op in make().ops_used()}  # moves
     assert covered == {str(op) for op in Op}
 
 

@@ -121,6 +121,26 @@ CASES: list[tuple[str, str, str, str]] = [
     ("E0318", "export fn f(x: f32[4]) -> f32[4] { for i in 0..4 with (a = x) { (a, a) } }", "the loop carries one value ('a'), but its body gives a tuple of 2", "(a, a)"),
     ("E0319", "export fn f(x: f32[4]) -> f32[4] { for a in 0..4 with (a = x) { a } }", "'a' is bound twice in this loop: the index and the carried values need distinct names", "a"),
     ("E0320", "export fn f(x: f32[4], i: f32) -> f32 { x[i] }", "a dynamic index is an integer scalar (i32, i64, u32 or u64), found f32", "i"),
+    # memory spaces, effects, ownership (secondary spans and hints: test_spaces_frontend.py)
+    ("E0120", "export fn f(x: f32 @gpu) -> f32 { x }", "unknown memory space 'gpu' (spaces: host, device, pinned, unified)", "gpu"),
+    ("E0121", "export fn f(x: f32 @device, y: f32) -> f32 { x + y }", "add needs operands in one memory space, got device and host", "x + y"),
+    ("E0122", "export fn f(x: f32 @device) -> f32 { x }", "expected f32 @host, found f32 @device", "x"),
+    ("E0123", "export fn f(x: f32) -> f32 effects(io) { x }", "unknown effect 'io'; the effects are: transfer", "io"),
+    ("E0124", "export fn f(x: f32) -> f32 effects(transfer, transfer) { x }", "effect 'transfer' is listed twice", "transfer"),
+    ("E0125", "export fn f(x: f32) -> f32 @device { transfer(x, to = device) }", "transfer has the effect transfer, which 'f' does not declare", "transfer(x, to = device)"),
+    ("E0126", "export fn f(x: f32) -> f32 effects(transfer) { transfer(x, to = host) }", "this value is in host already: nothing to transfer", "transfer(x, to = host)"),
+    ("E0127", "export fn f(x: f32) -> &f32 { x }", "'&' marks a parameter as borrowed; a result is a value (write the type alone)", "&"),
+    ("E0128", "export fn f(x: f32) { }", "'f' has no result type and no '&mut' parameter: it would compute nothing (add '-> T', or a '&mut' parameter it updates)", "f"),
+    ("E0401", "export fn f(x: f32) -> f32 effects(transfer) { let d = transfer(x, to = device); x }", "use of 'x' after it was moved", "x"),
+    ("E0402", "export fn f(x: f32) -> f32 effects(transfer) { for i in 0..2 with (a = 0.0) { let d = transfer(x, to = device); a } }", "'x' is bound outside this loop and moved inside it: the next iteration would use a moved value", "x"),
+    ("E0403", "export fn f(x: &f32) -> f32 @device effects(transfer) { transfer(x, to = device) }", "cannot move 'x' out of a borrow: it belongs to the caller", "x"),
+    ("E0404", "export fn f(x: f32) -> f32 { x = 1.0; x }", "'x' cannot be assigned: only '&mut' parameters and 'let mut' names can", "x"),
+    ("E0405", "fn g(a: &mut f32, b: &mut f32) { a = b; } export fn f(x: f32) -> f32 { let mut m = x; g(&mut m, &mut m); m }", "'m' is borrowed mutably twice in this call", "&mut m"),
+    ("E0406", "export fn f(x: f32) -> f32 { let mut m = x; let r = &m; m = 2.0; r }", "cannot assign 'm' while it is borrowed", "m"),
+    ("E0407", "export fn f(x: f32) -> f32 { let mut m = x; let r = &m; for i in 0..2 with (a = 0.0) { let t = r; m = t; a } }", "'m' is updated in this loop while a borrow of it taken before the loop is read in the body: the borrow would outlive the value it borrows into the next iteration", "m"),
+    ("E0408", "export fn f(x: f32) -> f32 { &x }", "a borrow '&x' is only a call argument or the value of a let", "&x"),
+    ("E0409", "fn g(a: &f32) -> f32 { a } export fn f(x: f32) -> f32 { g(x) }", "parameter 'a' of 'g' takes a borrow ('&'), found a value", "x"),
+    ("E0410", "export fn f(x: f32) -> f32 { abs(x); x }", "this call of 'abs' is a statement, but it has no effect: its value would be lost", "abs(x)"),
 ]  # fmt: skip
 
 

@@ -23,7 +23,7 @@ SEEN: collections.Counter[str] = collections.Counter()
 
 
 @settings(
-    max_examples=150,
+    max_examples=220,
     deadline=None,
     derandomize=True,
     database=None,

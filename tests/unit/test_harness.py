@@ -317,3 +317,25 @@ def test_signed_report_verify_tamper_and_rerun(
         == 1
     )
     assert "outputs differ from the report" in capsys.readouterr().out
+
+
+def test_a_large_run_goes_to_the_workers_in_bounded_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker batch holds at most ``BATCH_CASES`` cases (so a worker's memory does not
+    grow with the corpus), and every case's result still comes back and is compared."""
+    from keracheck import harness, worker
+
+    sizes: list[int] = []
+    real = worker.run_isolated
+
+    def counted(spec: str, jobs: list[Any], repeat: int, timeout: float) -> Any:
+        sizes.append(len(jobs))
+        return real(spec, jobs, repeat, timeout)
+
+    monkeypatch.setattr(harness, "BATCH_CASES", 1)
+    monkeypatch.setattr(harness, "run_isolated", counted)
+    corpus = write_corpus(tmp_path / "c")
+    code, doc = run_json(tmp_path, str(corpus), "--targets", "ref", *plugin("Clone"))
+    assert code == 0 and doc["summary"]["agree"] == 2
+    assert sizes == [1, 1, 1, 1]  # two cases on two targets, one case per batch

@@ -157,7 +157,7 @@ def test_equal_but_differently_typed_attribute_values_hash_apart() -> None:
         assert first is not second and first.hash != second.hash, (a, b)
 
 
-def test_record_order_is_the_walk_from_params_then_results() -> None:
+def test_record_order_is_the_walk_from_params_then_effects_then_results() -> None:
     from pathlib import Path
 
     from kera import frontend
@@ -167,7 +167,7 @@ def test_record_order_is_the_walk_from_params_then_results() -> None:
         res = frontend.compile_source(path.read_text(encoding="utf-8"), str(path))
         assert res.graph is not None
         for fn in res.graph.functions.values():
-            assert fn.record_order() == topo_order([*fn.params, *fn.results]), fn.name
+            assert fn.record_order() == topo_order([*fn.params, *fn.effects, *fn.results]), fn.name
 
 
 def test_a_sweep_drops_the_nodes_only_the_table_holds() -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from kera.ir import Function, Node, const_bytes, const_value, make_node
-from kera.ops import LEAVES, Op
+from kera.ops import EFFECTS, LEAVES, Op
 from kera.passes.rewrite import rewrite
 from kera.semantics import LEAVES as LEAF_VALUES
 from kera.semantics import SEMANTICS
@@ -83,6 +83,8 @@ def _has_value(node: Node) -> bool:
 def fold_node(node: Node) -> Node | None:
     if node.op in LEAVES or not node.inputs or node.op not in SEMANTICS:
         return None  # a loop is not folded (its body runs trips times: not a cheap constant)
+    if node.op in EFFECTS:
+        return None  # an effect is performed, never computed away (rewrite never offers one)
     if node.op is Op.BROADCAST and node.inputs[0].op is Op.CONST:
         return None  # already the folded form of a uniform constant
     size = node.type.size

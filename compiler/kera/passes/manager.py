@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from kera.ir import Function, Graph, Node
-from kera.passes.validate import InvariantError, validate
+from kera.ir import Function, Graph, IRError, Node
+from kera.passes.validate import InvariantError, effect_trace, validate
 
 
 class PassError(Exception):
@@ -169,6 +169,7 @@ class PassManager:
                 new, rewrites, seconds = self._run(p, fn)
                 if not seen.unchanged(new):
                     self._check(new, f"after pass '{p.name}' on '{fn.name}': ", outcome, state)
+                    self._check_effects(fn, new, p)
                 state.made[i] = _Seen(new) if p.idempotent else None
             before = len(seen.nodes)
             outcome.stats.append(
@@ -180,6 +181,19 @@ class PassManager:
             outcome.function = new
         return changed
 
+    def _check_effects(self, old: Function, new: Function, p: Pass) -> None:
+        """The ``effects`` invariant: the pass kept ``old``'s effect trace (module
+        ``kera.passes.validate``); a function without effects costs one attribute read."""
+        if not self.verify or not (old.declared or new.declared):
+            return
+        before, after = effect_trace(old), effect_trace(new)
+        if before != after:
+            raise PassError(
+                f"after pass '{p.name}' on '{old.name}': invariant 'effects' broken: "
+                f"{_trace_diff(before, after)} (effectful nodes are never merged, dropped, "
+                "folded or reordered)"
+            )
+
     @staticmethod
     def _run(p: Pass, fn: Function) -> tuple[Function, int, float]:
         t0 = time.perf_counter()
@@ -188,6 +202,8 @@ class PassManager:
         except InvariantError as e:
             e.where = f"in pass '{p.name}' on '{fn.name}': "
             raise PassError(str(e)) from e
+        except IRError as e:  # e.g. a Function refusing the effects the pass gave it
+            raise PassError(f"in pass '{p.name}' on '{fn.name}': {e}") from e
         return new, rewrites, time.perf_counter() - t0
 
     def run(self, fn: Function) -> Outcome:
@@ -210,3 +226,14 @@ class PassManager:
     def run_graph(self, graph: Graph) -> tuple[Graph, list[Outcome]]:
         outcomes = [self.run(fn) for fn in graph.functions.values()]
         return Graph(o.function for o in outcomes), outcomes
+
+
+def _trace_diff(before: tuple[object, ...], after: tuple[object, ...]) -> str:
+    """Where two effect traces first differ, for the error message."""
+    if not before or not after or before[0] != after[0]:
+        return f"the declared effects changed from {list(before[:1])} to {list(after[:1])}"
+    b, a = before[1:], after[1:]
+    for i, (x, y) in enumerate(zip(b, a, strict=False)):
+        if x != y:
+            return f"effect {i} was {x}, is now {y}"
+    return f"the function had {len(b)} effects, now {len(a)}"

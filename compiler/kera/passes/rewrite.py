@@ -10,14 +10,19 @@ A loop's body (or a call's callee) is a region of its own, held in the node's ``
 attribute: ``rewrite`` rewrites it with the same rule first (once per distinct body) and
 rebuilds the node on the new body, so every pass reaches every region.  A body keeps its
 parameters (a loop's index, carried values and captures; a callee's arguments) as they are.
+
+Effects (``docs/passes.md``, Effects): an effectful node (a ``transfer``, or a loop or call of a
+region with effects) is rebuilt on its rewritten inputs but never offered to ``rule``, and the
+function keeps its effect roots, in order: a rule can neither fold, merge, drop nor reorder an
+effect.  (``inline``, which must expand effectful calls, does so itself.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from kera.ir import Function, Node, loop_body
-from kera.ops import REGION_OPS, Op
+from kera.ir import Function, Node, is_effectful, loop_body
+from kera.ops import EFFECTS, REGION_OPS, Op
 
 #: node -> replacement, or None to keep it
 Rule = Callable[[Node], Node | None]
@@ -43,6 +48,7 @@ def rewrite(
     count = 0
     param = Op.PARAM
     bodies = {} if bodies is None else bodies
+    guarded = _EFFECT_OPS if fn.declared else _NONE  # a region without effects has none
     for node in fn.nodes():
         op = node.op
         if op is param:
@@ -62,6 +68,9 @@ def rewrite(
             )
         else:
             rebuilt = node
+        if op in guarded and is_effectful(rebuilt):
+            new[original] = rebuilt
+            continue
         out = rule(rebuilt)
         if out is not None and out is not rebuilt:
             if out.type != node.type:
@@ -70,9 +79,14 @@ def rewrite(
             rebuilt = out
         new[original] = rebuilt
     results = tuple([new[r] for r in fn.results])
-    if results == fn.results:  # the same nodes (see ``with_inputs``)
+    effects = tuple([new[e] for e in fn.effects])
+    if results == fn.results and effects == fn.effects:  # the same nodes (see ``with_inputs``)
         return fn, count
-    return Function(fn.name, fn.params, results), count
+    return Function(fn.name, fn.params, results, effects, fn.declared), count
+
+
+_EFFECT_OPS = frozenset({*EFFECTS, *REGION_OPS})
+_NONE: frozenset[Op] = frozenset()
 
 
 def _with_rewritten_body(

@@ -19,6 +19,12 @@ Invariants, each a function below (the order they are checked in):
 ``body``        every loop's body and every callee is itself a region meeting all of the
                 above (checked once per distinct body, recursively); the loop's or call's own
                 ``type`` check covers how the body's parameters and results match its operands
+``effects``     (the pass manager, between a pass's input and output) the function's
+                :func:`effect_trace` is unchanged: no effect dropped, merged, added or
+                reordered, calls counted by their callee's effects (``inline`` expands them)
+                and the declared effects the same.  The region-level effect rules (roots in
+                ``seq`` order, every effectful node a root or a sibling of one) are checked
+                by ``Function`` itself, so a graph breaking them cannot be built at all.
 
 Incremental validation (what the pass manager does after the first, full one):
 ``validate(fn, known)`` takes the nodes an earlier call vouched for (it returns them) and
@@ -88,14 +94,14 @@ def _region(fn: Function, new: Nodes = None) -> None:
         names.add(p.attr("name"))
     if len(names) != len(fn.params):
         raise InvariantError("region", "duplicate parameter names")
-    if region_hash(fn.params, fn.results) != fn.region_hash:
+    if region_hash(fn.params, fn.results, fn.effects, fn.declared) != fn.region_hash:
         raise InvariantError("region", "the stored region hash does not recompute")
 
 
 def _order(fn: Function, new: Nodes = None) -> None:
     # List equality compares identical items without calling ``__eq__`` and nodes have none of
     # their own, so this is "the same nodes in the same order", at C speed.
-    if fn.nodes() != topo_order(fn.results):
+    if fn.nodes() != topo_order([*fn.effects, *fn.results] if fn.effects else fn.results):
         raise InvariantError("order", "the stored node list is not the canonical order")
 
 
@@ -156,6 +162,41 @@ def _types(fn: Function, new: Nodes = None) -> None:
                 memo[key] = t
         if t is not node.type and t != node.type:
             raise InvariantError("type", f"re-infers as {t}, stored {node.type}", node)
+
+
+#: one entry of an effect trace: (op, attributes other than seq/result/body, operand types);
+#: a loop's entry ends with its body's trace
+Trace = tuple[Any, ...]
+
+
+def effect_trace(fn: Function, _memo: dict[bytes, Trace] | None = None) -> Trace:
+    """What a pass must keep of ``fn``'s effects: its declared effects and, in program order,
+    each effect root as (op, attributes but ``seq``, operand types); a call stands for its
+    callee's effects in order (so inlining keeps the trace), a loop for one entry holding its
+    body's trace (run ``trips`` times).  Operand *nodes* are not compared: a pass may rewrite
+    what computes them (with the same bits), but not the effect itself."""
+    if not fn.declared:
+        return ()
+    memo = {} if _memo is None else _memo
+    known = memo.get(fn.region_hash)
+    if known is not None:
+        return known
+    entries: list[Any] = []
+    for e in fn.effects:
+        if e.op is Op.CALL:
+            entries += effect_trace(loop_body(e), memo)[1:]
+            continue
+        attrs = tuple((k, v) for k, v in e.attr_items if k not in _NOT_TRACED)
+        entry: tuple[Any, ...] = (e.op.value, attrs, tuple(str(x.type) for x in e.inputs))
+        if e.op is Op.LOOP:
+            entry += (effect_trace(loop_body(e), memo),)
+        entries.append(entry)
+    out = (fn.declared, *entries)
+    memo[fn.region_hash] = out
+    return out
+
+
+_NOT_TRACED = frozenset({"seq", "result", "body"})
 
 
 def _results(fn: Function, new: Nodes = None) -> None:

@@ -54,21 +54,33 @@ to one driver loop, so neither deep expression trees nor long call chains use th
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
 
 from kera import limits
 from kera.dtypes import DType
-from kera.ir import Function, IRError, Node, const_bytes, make_node, param, start_vector
+from kera.ir import (
+    Body,
+    Function,
+    IRError,
+    Node,
+    const_bytes,
+    make_node,
+    param,
+    param_space,
+    start_vector,
+)
 from kera.ir import call as ir_call
 from kera.ir import loop as ir_loop
+from kera.ir import transfer as ir_transfer
 from kera.ops import (
     ARITY,
     FLOAT_ONLY,
     MAX_LOOP_DEPTH,
     MAX_TRIPS,
+    SPACES,
     AttrValue,
     Op,
     TensorType,
@@ -85,14 +97,35 @@ from kera.syntax.builtins import (
     PREFIX_OPS,
     ElemOp,
 )
-from kera.syntax.check import DTYPES, Reporter, Signature, reserved, resolve_type
+from kera.syntax.check import (
+    DTYPES,
+    SPACE_NAMES,
+    Reporter,
+    Signature,
+    no_ref,
+    reserved,
+    resolve_type,
+    type_space,
+)
 from kera.syntax.kinds import SyntaxKind
+from kera.syntax.ownership import (
+    ASSIGNABLE,
+    BORROWED,
+    Borrow,
+    Log,
+    Slot,
+    called_names,
+    combine,
+    updated_names,
+)
 from kera.syntax.tree import (
     ArrayExpr,
+    AssignStmt,
     BinExpr,
     Block,
     CallExpr,
     CastExpr,
+    ExprStmt,
     FieldExpr,
     ForExpr,
     IfExpr,
@@ -106,6 +139,7 @@ from kera.syntax.tree import (
     ParenExpr,
     PrefixExpr,
     Range,
+    RefExpr,
     SyntaxNode,
     SyntaxToken,
     TensorTypeNode,
@@ -197,6 +231,18 @@ class Tup:
         self.depth: int = 1 + max((v.depth for v in items if isinstance(v, Tup)), default=0)
 
 
+class _Args:
+    """A call's positional argument nodes, their modes ("", "&", "&mut") and the slots of
+    the names they are (None for other expressions)."""
+
+    __slots__ = ("modes", "nodes", "slots")
+
+    def __init__(self, nodes: list[SyntaxNode], modes: list[str], slots: list[Slot | None]):
+        self.nodes = nodes
+        self.modes = modes
+        self.slots = slots
+
+
 class _BodyFailed(Exception):
     """A loop body had an error (reported): stops ``kera.ir.loop`` from building the loop."""
 
@@ -218,6 +264,21 @@ class _Loop:
 
     def var_names(self) -> list[str]:
         return [t.text if t is not None else "?" for t in self.names()[1:]]
+
+
+def _param_spans(sig: Signature) -> list[Span]:
+    """Where each parameter's name is written (for "bound here" notes)."""
+    out: list[Span] = []
+    for p in sig.fn.params():
+        tok = p.name()
+        if tok is not None:
+            out.append(tok.span)
+    return out if len(out) == len(sig.params) else [sig.fn.span] * len(sig.params)
+
+
+def _branch_span(node: SyntaxNode) -> Span:
+    """An else part's value: a block's last expression, or a whole else-if."""
+    return _span_of(node) if isinstance(node, Block) else node.span
 
 
 def _span_of(body: Block) -> Span:
@@ -249,7 +310,13 @@ def describe(value: Node | Deferred | Tup) -> str:
 
 Value = Node | Deferred | Tup | None
 _VALUES = (Node, Deferred, Tup)
-Env = dict[str, Value]
+Env = dict[str, Slot]
+#: the value of a block that ends with a statement (the body of a function without a result
+#: type): an empty tuple, which no operation accepts
+NOTHING = Tup(())
+_STATEMENT_KINDS = frozenset({K.LET_STMT, K.ASSIGN_STMT, K.EXPR_STMT})
+#: an argument's mode: "" (a value), "&" (a borrow), "&mut" (an in-out buffer)
+_MODE_WORDS = {"": "a value", "&": "a borrow ('&')", "&mut": "a '&mut' buffer"}
 Request = tuple[SyntaxNode | None, Env]  # None: a part a syntax error left missing
 Handler = Generator[Request, Value, Value]
 
@@ -310,6 +377,21 @@ def _expansion_message(budget: int) -> str:
     )
 
 
+_UNKNOWN = object()  # Builder.space: not known without looking at the operands
+
+
+def _own_space(node: Node) -> object:
+    """A node's space when it does not depend on its operands, else :data:`_UNKNOWN`."""
+    op = node.op
+    if op is Op.PARAM:
+        return param_space(node)
+    if op is Op.CONST or op is Op.IOTA:
+        return None
+    if op is Op.TRANSFER:
+        return node.attr("to")
+    return _UNKNOWN
+
+
 class Builder:
     """Evaluates function bodies to IR nodes, reporting into ``r``."""
 
@@ -331,6 +413,23 @@ class Builder:
         #: localisation of a divergence); positions are not part of any node or hash
         self.spans: dict[bytes, tuple[Span, str | None]] | None = None
         self.lets: list[str] = []  # patterns of the lets being evaluated (only with spans)
+        # memory spaces, ownership and effects (kera.syntax.ownership)
+        data = r.index.data
+        #: whether spaces can differ at all: a source without '@' and without a transfer has
+        #: every value in host (or none), so no op needs its spaces looked at
+        self.check_spaces = b"@" in data or b"transfer" in data
+        self.spaces: dict[bytes, str | None] = {}  # node hash -> its space (None: literals)
+        self.log = Log()
+        self.borrows: list[Borrow] = []  # the live borrow bindings, innermost last
+        self.events = 0  # a clock for reads and conflicts of borrows (E0407)
+        self.regions: list[list[Node]] = []  # effect roots of the regions being built
+        self.stmt_calls: set[Span] = set()  # the calls written as statements
+        self.effect_reported: set[tuple[str, str]] = set()  # (function, effect): once each
+        self.operand_spans: list[Span] | None = None  # the operands of the op being built
+        self.unit_bodies: set[Span] = set()  # bodies of functions without a result type
+        self.may_mutate = b"mut" in data  # assignable names exist only with `let mut`, `&mut`
+        self.has_refs = b"&" in data  # a `&` before a type is possible
+        self.any_effects = b"transfer" in data or any(s.effects for s in sigs.values())
         self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
             K.BLOCK: self.block,
             K.BIN_EXPR: self.binary,
@@ -342,6 +441,7 @@ class Builder:
             K.IF_EXPR: self.if_,
             K.INDEX_EXPR: self.index,
             K.FOR_EXPR: self.for_,
+            K.REF_EXPR: self.stray_borrow,
         }
 
     # ------------------------------------------------------------------ driver
@@ -422,8 +522,13 @@ class Builder:
 
     def name(self, node: NameRef, env: Env) -> Value:
         name = node.name()
-        if name in env:
-            return env[name]
+        slot = env.get(name)
+        if slot is not None:
+            if slot.moved is not None:
+                return self.use_after_move(slot, node.span)
+            if slot.kind == "borrow":
+                self.read_borrow(slot, node.span)
+            return slot.value
         tok = node.ident()
         if name in DTYPES:
             return self.r.error("E0305", f"'{name}' is a type, not a value", tok.span)
@@ -439,19 +544,40 @@ class Builder:
     def block(self, node: Block, env: Env) -> Handler:
         scope = dict(env)
         value: Value = None
+        live = len(self.borrows)
+        kind: int = K.BLOCK
         for item in node.items():
-            if isinstance(item, LetStmt):
+            kind = item.green.kind
+            if kind == K.LET_STMT:
+                assert isinstance(item, LetStmt)
                 yield from self.let(item, scope)
+                value = None
+            elif kind == K.ASSIGN_STMT:
+                assert isinstance(item, AssignStmt)
+                yield from self.assign(item, scope)
+                value = None
+            elif kind == K.EXPR_STMT:
+                assert isinstance(item, ExprStmt)
+                yield from self.call_stmt(item, scope)
                 value = None
             else:
                 value = yield item, scope
+        del self.borrows[live:]  # the block's borrow bindings end with it
+        if (kind in _STATEMENT_KINDS or kind == K.BLOCK) and node.span in self.unit_bodies:
+            return NOTHING  # the body of a function without a result type (maybe empty)
         return value
 
     def let(self, node: LetStmt, scope: Env) -> Generator[Request, Value, None]:
         pattern, tnode, init = node.parts()
         if self.spans is not None:
             self.lets.append(_short(pattern.text()) if pattern is not None else "_")
-        value = (yield init, scope) if init is not None else None
+        target_slot: Slot | None = None
+        if isinstance(init, RefExpr):
+            value, target_slot = yield from self.borrow_init(init, scope)
+        else:
+            value = (yield init, scope) if init is not None else None
+        if self.has_refs:
+            no_ref(node, self.r, "a let binding")
         if tnode is not None and isinstance(pattern, TuplePat):
             self.r.error(
                 "E0309",
@@ -460,11 +586,20 @@ class Builder:
             )
         elif tnode is not None:
             target = self.annotation(tnode)
-            value = self.coerce(value, target, init.span if init else node.span)
+            space = type_space(tnode, self.r) if self.check_spaces else None
+            value = self.coerce(value, target, init.span if init else node.span, space)
         if isinstance(pattern, TuplePat):
             self.destructure(pattern, value, scope)
         elif pattern is not None:
-            self.bind(pattern.ident(), value, scope, set())
+            mut = self.may_mutate and node.is_mut()
+            kind = "mut" if mut else "borrow" if target_slot is not None else "let"
+            if kind == "mut" and isinstance(value, Deferred):
+                value = self.materialize(value, value.default)
+            slot = self.bind(pattern.ident(), value, scope, set(), kind)
+            if slot is not None and kind == "mut":
+                self.make_cell(slot)
+            if slot is not None and target_slot is not None and init is not None:
+                self.borrows.append(Borrow(slot, target_slot, init.span, self.loop_depth))
         if self.spans is not None:
             self.lets.pop()
 
@@ -484,17 +619,324 @@ class Builder:
                 stack.extend(n.inputs)
         return node
 
-    def bind(self, tok: SyntaxToken | None, value: Value, scope: Env, seen: set[str]) -> None:
-        """Bind one name of a pattern (``_`` binds nothing)."""
+    def bind(
+        self,
+        tok: SyntaxToken | None,
+        value: Value,
+        scope: Env,
+        seen: set[str],
+        kind: str = "let",
+    ) -> Slot | None:
+        """Bind one name of a pattern (``_`` binds nothing); the new slot."""
         if tok is None or tok.text == "_":
-            return
+            return None
         why = reserved(tok.text)
         if why:
             self.r.error("E0106", f"{why} and cannot name a variable", tok.span)
         elif tok.text in seen:
             self.r.error("E0310", f"'{tok.text}' is bound twice in this pattern", tok.span)
         seen.add(tok.text)
-        scope[tok.text] = value
+        slot = scope[tok.text] = Slot(tok.text, value, kind, tok.span, self.loop_depth)
+        return slot
+
+    def make_cell(self, slot: Slot) -> None:
+        """An assignable slot keeps its first value's type and space."""
+        if isinstance(slot.value, Node):
+            slot.type = slot.value.type
+            slot.space = self.space(slot.value)
+
+    # ------------------------------------------------- ownership (kera.syntax.ownership)
+    def use_after_move(self, slot: Slot, span: Span) -> Any:
+        """E0401: a name read after ``transfer`` moved it (poison, so nothing cascades)."""
+        assert slot.moved is not None
+        return self.r.error(
+            "E0401",
+            f"use of '{slot.name}' after it was moved",
+            span,
+            notes=((slot.moved, f"'{slot.name}' moved here"),),
+            hint=f"transfer a copy to keep '{slot.name}': "
+            f"transfer(copy({slot.name}), to = {slot.moved_to})",
+        )
+
+    def read_borrow(self, slot: Slot, span: Span) -> None:
+        """A read of a borrow binding: report the conflicts seen since it was taken (E0406:
+        the borrow is used after its owner changed), and note the read for E0407."""
+        self.events += 1
+        for b in self.borrows:
+            if b.slot is not slot:
+                continue
+            b.reads.append((self.events, span))
+            for _, what, where in b.conflicts:
+                self.r.error(
+                    "E0406",
+                    f"cannot {what} '{b.target.name}' while it is borrowed",
+                    where,
+                    notes=(
+                        (b.span, f"'{b.target.name}' borrowed here"),
+                        (span, "the borrow is used later here"),
+                    ),
+                    hint=f"use '{slot.name}' before this, or borrow after it",
+                )
+            b.conflicts.clear()
+
+    def conflict(self, slot: Slot | None, what: str, span: Span) -> None:
+        """An assignment, ``&mut`` or move of ``slot``: pending on its live borrows."""
+        if slot is None or not self.borrows:
+            return
+        self.events += 1
+        for b in self.borrows:
+            if b.target is slot:
+                b.conflicts.append((self.events, what, span))
+
+    def stray_borrow(self, node: RefExpr, env: Env) -> Any:
+        """E0408: ``&x`` where it is neither a call argument nor a let's value."""
+        return self.r.error(
+            "E0408",
+            "a borrow '&x' is only a call argument or the value of a let",
+            node.span,
+            hint="write the value itself, or bind the borrow: let r = &x;",
+        )
+
+    def borrow_init(
+        self, init: RefExpr, scope: Env
+    ) -> Generator[Request, Value, tuple[Value, Slot | None]]:
+        """``let r = &x;``: x's value and slot (a borrow of an expression is its value)."""
+        if init.is_mut():
+            self.r.error(
+                "E0408",
+                "a '&mut' borrow is only a call argument",
+                init.span,
+                hint="assign the buffer instead: b = expr;",
+            )
+            return None, None
+        operand = init.operand()
+        value = yield operand, scope
+        slot = scope.get(operand.name()) if isinstance(operand, NameRef) else None
+        return value, slot
+
+    def assign(self, node: AssignStmt, scope: Env) -> Generator[Request, Value, None]:
+        """``b = expr;``: a new value for a ``&mut`` parameter or a ``let mut`` name."""
+        tok, vnode = node.target(), node.value()
+        value = (yield vnode, scope) if vnode is not None else None
+        if tok is None or vnode is None:
+            return
+        slot = scope.get(tok.text)
+        if slot is None:
+            self.r.error("E0101", f"unknown name '{tok.text}'", tok.span)
+            return
+        if slot.kind not in ASSIGNABLE:
+            self.r.error(
+                "E0404",
+                f"'{tok.text}' cannot be assigned: only '&mut' parameters and 'let mut' names can",
+                tok.span,
+                notes=((slot.span, f"'{tok.text}' is bound here"),),
+                hint=f"bind a new value with let {tok.text} = ...; or declare it "
+                f"let mut {tok.text} = ...;",
+            )
+            return
+        new = self.coerce(value, slot.type, vnode.span, slot.space)
+        self.conflict(slot, "assign", tok.span)
+        if new is not None:
+            slot.moved = None  # a new value: usable again
+            self.log.set(slot, new)
+
+    def call_stmt(self, node: ExprStmt, scope: Env) -> Generator[Request, Value, None]:
+        """``f(&mut b);``: a call whose value is dropped (checked in :meth:`call`)."""
+        call = node.call()
+        if call is None:
+            return
+        self.stmt_calls.add(call.span)
+        yield call, scope
+
+    def move(self, operand: SyntaxNode | None, env: Env, to: str, span: Span) -> bool:
+        """``transfer`` of a name moves it: E0403 out of a borrow, E0402 inside a loop body
+        of a name bound outside it.  False after an error."""
+        while isinstance(operand, ParenExpr):
+            operand = operand.inner()
+        if not isinstance(operand, NameRef):
+            return True
+        slot = env.get(operand.name())
+        if slot is None or slot.moved is not None:
+            return True  # reported where it was read
+        name = slot.name
+        copy_hint = f"transfer a copy: transfer(copy({name}), to = {to})"
+        if slot.kind in BORROWED:
+            return (
+                self.r.error(
+                    "E0403",
+                    f"cannot move '{name}' out of a borrow: it belongs to the caller",
+                    operand.span,
+                    notes=((slot.span, f"'{name}' is borrowed here"),),
+                    hint=copy_hint,
+                )
+                or False
+            )
+        if slot.level < self.loop_depth:
+            return (
+                self.r.error(
+                    "E0402",
+                    f"'{name}' is bound outside this loop and moved inside it: the next "
+                    "iteration would use a moved value",
+                    operand.span,
+                    notes=((slot.span, f"'{name}' is bound here, outside the loop"),),
+                    hint=copy_hint,
+                )
+                or False
+            )
+        self.conflict(slot, "move", operand.span)
+        slot.moved, slot.moved_to = operand.span, to
+        self.log.moves.append(slot)
+        return True
+
+    # ------------------------------------------------------------------ spaces
+    def space(self, node: Node) -> str | None:
+        """Where ``node`` lives (None: literals only, which adapt): a parameter's space, a
+        transfer's ``to``, the recorded space of a loop's or call's result, else what
+        :func:`combine` makes of the operands (walked iteratively, memoised by hash)."""
+        memo = self.spaces
+        got = memo.get(node.hash, _UNKNOWN)
+        if got is not _UNKNOWN:
+            return got  # type: ignore[return-value]
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if n.hash in memo:
+                stack.pop()
+                continue
+            own = _own_space(n)
+            if own is not _UNKNOWN:
+                memo[n.hash] = own  # type: ignore[assignment]
+                stack.pop()
+                continue
+            missing = [i for i in n.inputs if i.hash not in memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            memo[n.hash] = combine(memo[i.hash] for i in n.inputs)[0]
+            stack.pop()
+        return memo[node.hash]
+
+    def check_op_spaces(self, op: Op, nodes: list[Node], span: Span) -> bool:
+        """E0121: the operands of one op in incompatible spaces; the hint names the
+        transfer that makes them agree (the first operand's space wins)."""
+        spaces = [self.space(n) for n in nodes]
+        if combine(spaces)[1]:
+            return True
+        kinds = ["host" if sp == "pinned" else sp for sp in spaces if sp not in (None, "unified")]
+        want = max(kinds, key=kinds.count)  # the space most operands are in (the first on a tie)
+        first = want
+        k = next(
+            i
+            for i, sp in enumerate(spaces)
+            if sp is not None and sp != "unified" and combine([want, sp])[1] is False
+        )
+        spans = self.operand_spans
+        where = spans[k] if spans is not None and len(spans) == len(nodes) else span
+        text = self.source_text(where) if where != span else "..."
+        return (
+            self.r.error(
+                "E0121",
+                f"{op.value} needs operands in one memory space, got {first} and {spaces[k]}",
+                span,
+                notes=((where, f"this is in {spaces[k]}"),) if where != span else (),
+                hint=f"insert a transfer: transfer({text}, to = {want})",
+            )
+            or False
+        )
+
+    def source_text(self, span: Span) -> str:
+        return _short(self.r.index.data[span[0] : span[1]].decode("utf-8", "replace"))
+
+    # ----------------------------------------------------------------- effects
+    def need_effects(
+        self, effects: tuple[str, ...], span: Span, callee: Signature | None = None
+    ) -> bool:
+        """E0125 (once per function and effect): an effect the enclosing function does
+        not declare."""
+        cur = self.sigs.get(self.active[-1]) if self.active else None
+        if cur is None:
+            return True
+        missing = [e for e in effects if e not in cur.effects]
+        if not missing:
+            return True
+        todo = [e for e in missing if (cur.name, e) not in self.effect_reported]
+        self.effect_reported.update((cur.name, e) for e in missing)
+        if not todo:
+            return False
+        clause = ", ".join(sorted({*cur.effects, *missing}))
+        what = f"calling '{callee.name}'" if callee is not None else "transfer"
+        notes: tuple[tuple[Span, str], ...] = ()
+        if callee is not None and callee.effects_span is not None:
+            notes = ((callee.effects_span, f"'{callee.name}' declares its effects here"),)
+        return (
+            self.r.error(
+                "E0125",
+                f"{what} has the effect {', '.join(todo)}, which '{cur.name}' does not declare",
+                span,
+                notes=notes,
+                hint=f"declare it: add effects({clause}) after the result type of '{cur.name}'",
+            )
+            or False
+        )
+
+    def transfer(
+        self, node: CallExpr, args: list[SyntaxNode], values: list[Value], env: Env
+    ) -> Value:
+        """``transfer(x, to = SPACE)``: the op ``transfer`` (an effect, numbered in program
+        order); a name given as ``x`` is moved."""
+        kwargs = node.args().keywords() if node.args() is not None else []  # type: ignore[union-attr]
+        if len(values) != 1:
+            return self.r.error("E0204", f"transfer takes 1 operand, got {len(values)}", node.span)
+        to = self.transfer_target(node, kwargs)
+        value = values[0]
+        if to is None or value is None:
+            return None
+        if isinstance(value, Tup):
+            return self.r.error("E0307", "transfer takes a tensor, not a tuple", node.span)
+        x = self.materialize(value, value.default) if isinstance(value, Deferred) else value
+        if x is None:
+            return None
+        source = self.space(x) or "host"
+        if source == to:
+            return self.r.error(
+                "E0126",
+                f"this value is in {to} already: nothing to transfer",
+                node.span,
+                hint="remove the transfer, or transfer to another space",
+            )
+        if not self.need_effects(("transfer",), node.span):
+            return None
+        if not self.move(args[0], env, to, node.span):
+            return None
+        region = self.regions[-1]
+        try:
+            out = ir_transfer(x, to, len(region), source)
+        except TypeRuleError as e:
+            return self.r.error(e.code, e.message, node.span)
+        region.append(out)
+        self.spaces[out.hash] = to
+        return self.note(out, node.span)
+
+    def transfer_target(self, node: CallExpr, kwargs: list[Kwarg]) -> str | None:
+        """The ``to = SPACE`` of a transfer (E0213 missing, E0212 another keyword, E0126
+        not a space)."""
+        for kw in kwargs:
+            tok = kw.name()
+            if tok is not None and tok.text != "to":
+                return self.r.error("E0212", f"transfer takes no attribute '{tok.text}'", kw.span)
+        target = next((kw for kw in kwargs if (t := kw.name()) and t.text == "to"), None)
+        if target is None:
+            return self.r.error(
+                "E0213", "transfer needs the attribute 'to' (a memory space)", node.span
+            )
+        value = target.value()
+        if not isinstance(value, NameRef) or value.name() not in SPACES:
+            return self.r.error(
+                "E0126",
+                f"'to' is a memory space: {SPACE_NAMES}",
+                value.span if value is not None else target.span,
+            )
+        return value.name()
 
     def destructure(self, pattern: TuplePat, value: Value, scope: Env) -> None:
         """``let (a, (b, _)) = value;``, walked with an explicit stack in source order.  After
@@ -555,7 +997,13 @@ class Builder:
             b = yield rhs, env
         if lhs is None or rhs is None:
             return None
-        return self.elementwise(BINARY_OPS[node.op_kind()], [a, b], node.span)
+        if not self.check_spaces:
+            return self.elementwise(BINARY_OPS[node.op_kind()], [a, b], node.span)
+        self.operand_spans = [lhs.span, rhs.span]
+        try:
+            return self.elementwise(BINARY_OPS[node.op_kind()], [a, b], node.span)
+        finally:
+            self.operand_spans = None
 
     def cast(self, node: CastExpr, env: Env) -> Handler:
         value = yield node.operand(), env
@@ -630,8 +1078,17 @@ class Builder:
             return None  # a part is missing: the parser has reported it
         cond_node, then_node, else_node = parts
         cond = yield cond_node, env
+        mark = self.log.mark()
         a = yield then_node, env
+        then_cells, then_moves = self.log.undo(mark)
         b = yield else_node, env
+        else_cells, else_moves = self.log.undo(mark)
+        test = cond if isinstance(cond, Node) and cond.dtype is DType.BOOL else None
+        self.merge_branches(test, then_cells, else_cells, node.span)
+        for slot, where, to in [*then_moves, *else_moves]:
+            if slot.moved is None:  # a move in either branch counts after the if
+                slot.moved, slot.moved_to = where, to
+                self.log.moves.append(slot)
         if cond is None or a is None or b is None:
             return None
         if not isinstance(cond, Node) or cond.dtype is not DType.BOOL:
@@ -640,7 +1097,29 @@ class Builder:
                 f"the condition of an if must be bool, found {describe(cond)}",
                 cond_node.span,
             )
-        return self.choose(cond, a, b, (node.span, cond_node.span), {})
+        if self.check_spaces:
+            self.operand_spans = [cond_node.span, _branch_span(then_node), _branch_span(else_node)]
+        try:
+            return self.choose(cond, a, b, (node.span, cond_node.span), {})
+        finally:
+            self.operand_spans = None
+
+    def merge_branches(
+        self,
+        cond: Node | None,
+        then_cells: dict[Slot, Any],
+        else_cells: dict[Slot, Any],
+        span: Span,
+    ) -> None:
+        """A buffer an if's branch updated is ``select(c, then value, else value)`` after
+        it (the branch that leaves it alone gives its value before the if)."""
+        for slot in [*then_cells, *(c for c in else_cells if c not in then_cells)]:
+            t = then_cells.get(slot, slot.value)
+            e = else_cells.get(slot, slot.value)
+            if cond is None or not isinstance(t, Node) or not isinstance(e, Node):
+                self.log.set(slot, None)
+            else:
+                self.log.set(slot, t if t is e else self.select(cond, t, e, (span, span)))
 
     def choose(
         self,
@@ -883,23 +1362,112 @@ class Builder:
     def build_loop(
         self, spec: _Loop, bounds: tuple[int, int], inits: list[Node], span: Span
     ) -> Value:
-        def body_fn(i: Node, carried: list[Node]) -> list[Node]:
-            out = self.body_value(spec, i, list(carried))
-            if out is None:
-                raise _BodyFailed
-            return out
-
+        """The loop's nodes.  Buffers the body updates (``&mut`` parameters, ``let mut``
+        names) are carried after the written carried values; a body that may have effects
+        makes an effectful loop, numbered in the enclosing region."""
+        cells = self.loop_cells(spec)
+        if any(not isinstance(c.value, Node) for c in cells):
+            return None  # a buffer poisoned by an earlier error
+        every = [*inits, *(c.value for c in cells)]
+        effects = self.loop_effects(spec.body)
+        k = len(inits)
+        body_fn = self.loop_body_fn(spec, cells, every, effects)
+        region = self.regions[-1]
         try:
-            nodes = ir_loop(bounds[0], bounds[1], inits, body_fn)
+            nodes = ir_loop(bounds[0], bounds[1], every, body_fn, len(region) if effects else None)
         except _BodyFailed:
             return None  # reported where it failed
         except TypeRuleError as e:
             return self.r.error(e.code, e.message, span)
         except IRError as e:  # a body over the function_elements budget
             return self.r.error("E0216", str(e), span)
-        for n in nodes:
+        if effects:
+            region.append(nodes[0])
+        for n, init in zip(nodes, every, strict=True):
             self.note(n, span)
+            if self.check_spaces:
+                self.spaces[n.hash] = self.space(init)
+        for c, n in zip(cells, nodes[k:], strict=True):
+            self.log.set(c, n)
+        nodes = nodes[:k]
         return nodes[0] if len(nodes) == 1 else Tup(tuple(nodes))
+
+    def loop_body_fn(
+        self, spec: _Loop, cells: list[Slot], every: list[Node], effects: tuple[str, ...]
+    ) -> Callable[[Node, list[Node]], list[Node] | Body]:
+        """What ``kera.ir.loop`` calls to build the body: the buffers are bound to their
+        placeholders while it is evaluated (and put back after); their values at its end are
+        the next carried values after the written ones."""
+        k = len(every) - len(cells)
+
+        def body_fn(i: Node, carried: list[Node]) -> list[Node] | Body:
+            if self.check_spaces:
+                self.spaces[i.hash] = None  # the index is a counter: it has no space
+                for h, init in zip(carried, every, strict=True):
+                    self.spaces[h.hash] = self.space(init)
+            mark = self.log.mark()
+            for c, h in zip(cells, carried[k:], strict=True):
+                self.log.set(c, h)
+            self.regions.append([])
+            clock = self.events
+            try:
+                out = self.body_value(spec, i, list(carried[:k]))
+                nexts = [c.value for c in cells]
+                self.loop_borrows(cells, clock)
+            finally:
+                roots = self.regions.pop()
+                self.log.undo(mark)
+            if out is None or any(not isinstance(n, Node) for n in nexts):
+                raise _BodyFailed
+            results = [*out, *(n for n in nexts if isinstance(n, Node))]
+            return Body(results, roots, effects) if effects else results
+
+        return body_fn
+
+    def loop_cells(self, spec: _Loop) -> list[Slot]:
+        """The buffers a loop body updates, in the order they were bound."""
+        if not self.may_mutate:
+            return []
+        names = updated_names(spec.body.green)
+        found = [spec.env[n] for n in names if n in spec.env]
+        return sorted((s for s in found if s.kind in ASSIGNABLE), key=lambda s: s.span)
+
+    def loop_effects(self, body: Block) -> tuple[str, ...]:
+        """The effects a loop body may have: ``transfer`` if it transfers, and the declared
+        effects of the functions it calls."""
+        if not self.any_effects:
+            return ()
+        out: set[str] = set()
+        for name in called_names(body.green):
+            if name == "transfer":
+                out.add("transfer")
+            elif name in self.sigs:
+                out.update(self.sigs[name].effects)
+        cur = self.sigs.get(self.active[-1]) if self.active else None
+        allowed = set(cur.effects) if cur is not None else set()
+        return tuple(sorted(out & allowed))  # an undeclared one is reported at its use
+
+    def loop_borrows(self, cells: list[Slot], clock: int) -> None:
+        """E0407: a borrow taken before the loop, of a buffer the body updates, read in the
+        body before the update (so, in the next iteration, after it)."""
+        for b in self.borrows:
+            if b.target not in cells:
+                continue
+            reads = [r for r in b.reads if r[0] > clock]
+            later = [c for c in b.conflicts if c[0] > clock]
+            if reads and later and reads[0][0] < later[0][0]:
+                self.r.error(
+                    "E0407",
+                    f"'{b.target.name}' is updated in this loop while a borrow of it taken "
+                    "before the loop is read in the body: the borrow would outlive the value "
+                    "it borrows into the next iteration",
+                    later[0][2],
+                    notes=(
+                        (b.span, f"'{b.target.name}' borrowed here"),
+                        (reads[0][1], "used in the next iteration here"),
+                    ),
+                    hint=f"take the borrow inside the loop body: let r = &{b.target.name};",
+                )
 
     def check_body(self, spec: _Loop, inits: list[Node | None]) -> list[Node] | None:
         """Check a body that builds no loop (zero trips, or an error before it): on fresh
@@ -911,7 +1479,18 @@ class Builder:
             None if n is None else param(1 + k, f"{tag}{k}", n.dtype, n.shape)
             for k, n in enumerate(inits)
         ]
-        return self.body_value(spec, i, carried)
+        if self.check_spaces:
+            self.spaces[i.hash] = None
+            for h, init in zip(carried, inits, strict=True):
+                if h is not None and init is not None:
+                    self.spaces[h.hash] = self.space(init)
+        mark = self.log.mark()
+        self.regions.append([])
+        try:
+            return self.body_value(spec, i, carried)
+        finally:
+            self.regions.pop()
+            self.log.undo(mark)
 
     def body_value(self, spec: _Loop, i: Node, carried: list[Node | None]) -> list[Node] | None:
         """Evaluate the body with the index and carried names bound (a nested driver); the
@@ -919,7 +1498,7 @@ class Builder:
         scope = dict(spec.env)
         for tok, bound in zip(spec.names(), [i, *carried], strict=True):
             if tok is not None and tok.text != "_" and reserved(tok.text) is None:
-                scope[tok.text] = bound
+                scope[tok.text] = Slot(tok.text, bound, "let", tok.span, self.loop_depth + 1)
         self.loop_depth += 1
         try:
             value = self.run(spec.body, scope)
@@ -1055,20 +1634,65 @@ class Builder:
         name = callee.name()
         positional, keywords, every = args.split()
         values: list[Value] = []
+        modes: list[str] = []
+        slots: list[Slot | None] = []
         for a in positional:
-            value = self.leaf(a, env)
-            values.append((yield a, env) if isinstance(value, _Pending) else value)
+            target = a.operand() if isinstance(a, RefExpr) else a
+            modes.append("" if not isinstance(a, RefExpr) else "&mut" if a.is_mut() else "&")
+            slots.append(env.get(target.name()) if isinstance(target, NameRef) else None)
+            value = self.leaf(target, env)
+            values.append((yield target, env) if isinstance(value, _Pending) else value)
         if not self.args_in_order(every):
             return None
+        stmt = node.span in self.stmt_calls
         if name in self.sigs:
             sig = self.sigs[name]
-            return (yield from self.call_user(sig, node, values, keywords))
+            args_of = _Args(positional, modes, slots)
+            return (yield from self.call_user(sig, node, values, keywords, args_of, stmt))
         if name in BUILTIN_NAMES:
-            return self.call_builtin(name, node, values, keywords)
+            if stmt or any(modes):
+                return self.builtin_misuse(name, node, positional, modes, stmt)
+            if name == "transfer":
+                return self.transfer(node, positional, values, env)
+            if name == "copy":
+                return self.copy(node, values)
+            if not self.check_spaces:
+                return self.call_builtin(name, node, values, keywords)
+            self.operand_spans = [a.span for a in positional]
+            try:
+                return self.call_builtin(name, node, values, keywords)
+            finally:
+                self.operand_spans = None
         known = [*self.sigs, *BUILTIN_NAMES]
         hint = difflib.get_close_matches(name, known, 1)
         more = f"; did you mean '{hint[0]}'?" if hint else ""
         return self.r.error("E0102", f"unknown function '{name}'{more}", callee.span)
+
+    def builtin_misuse(
+        self, name: str, node: CallExpr, args: list[SyntaxNode], modes: list[str], stmt: bool
+    ) -> Any:
+        """A builtin given a borrow (E0409), or called as a statement (E0410)."""
+        if stmt:
+            return self.r.error(
+                "E0410",
+                f"this call of '{name}' is a statement, but it has no effect: its value "
+                "would be lost",
+                node.span,
+                hint="bind its value with let",
+            )
+        k = next(i for i, m in enumerate(modes) if m)
+        return self.r.error(
+            "E0409",
+            f"'{name}' takes values, not borrows",
+            args[k].span,
+            hint="write the value without '&'",
+        )
+
+    def copy(self, node: CallExpr, values: list[Value]) -> Value:
+        """``copy(x)``: x's value (no node); a transfer of it moves nothing."""
+        if len(values) != 1:
+            return self.r.error("E0204", f"copy takes 1 operand, got {len(values)}", node.span)
+        return values[0]
 
     def args_in_order(self, nodes: list[SyntaxNode]) -> bool:
         seen_kw = False
@@ -1083,7 +1707,13 @@ class Builder:
         return True
 
     def call_user(
-        self, sig: Signature, node: CallExpr, values: list[Value], kwargs: list[Kwarg]
+        self,
+        sig: Signature,
+        node: CallExpr,
+        values: list[Value],
+        kwargs: list[Kwarg],
+        args_of: _Args,
+        stmt: bool,
     ) -> Handler:
         if kwargs:
             return self.r.error(
@@ -1096,13 +1726,14 @@ class Builder:
                 f"'{sig.name}' takes {n} argument{'s' if n != 1 else ''}, got {len(values)}",
                 node.span,
             )
-        args = node.args()
-        assert args is not None
-        spans = [a.span for a in args.positional()]
+        spans = [a.span for a in args_of.nodes]
+        spaces = sig.param_spaces if self.check_spaces else [None] * len(values)
         nodes = [
-            self.coerce(v, t, span)
-            for v, (_, t), span in zip(values, sig.params, spans, strict=True)
+            self.coerce(v, t, span, sp)
+            for v, (_, t), span, sp in zip(values, sig.params, spans, spaces, strict=True)
         ]
+        if not self.check_modes(sig, node, args_of, stmt):
+            return None
         if not sig.ok or sig.body is None:
             return None
         if sig.name in self.active_set:
@@ -1123,10 +1754,139 @@ class Builder:
         fn = self.callees[sig.name]
         if fn is None:
             return None
-        result = ir_call(fn, bound)
-        for made in result:
+        if sig.effects and not self.need_effects(sig.effects, node.span, sig):
+            return None
+        return self.call_node(sig, fn, bound, node, args_of, stmt)
+
+    def call_node(
+        self,
+        sig: Signature,
+        fn: Function,
+        bound: list[Node],
+        node: CallExpr,
+        args_of: _Args,
+        stmt: bool,
+    ) -> Value:
+        """The ``call`` nodes (numbered in program order when the callee has effects); the
+        callee's ``&mut`` results become the new values of the caller's buffers."""
+        region = self.regions[-1]
+        result = ir_call(fn, bound, len(region) if fn.declared else None)
+        if fn.declared:
+            region.append(result[0])
+        n = len(sig.results or ())
+        for made, sp in zip(
+            result, [*sig.result_spaces, *(sig.param_spaces[i] for i in sig.inouts)], strict=False
+        ):
             self.note(made, node.span)
-        return result[0] if len(result) == 1 else Tup(tuple(result))
+            self.spaces[made.hash] = sp
+        for k, slot in zip(sig.inouts, result[n:], strict=True):
+            cell = args_of.slots[k]
+            if cell is not None:
+                self.log.set(cell, slot)
+        if n == 0:
+            return NOTHING if stmt else None
+        return result[0] if n == 1 else Tup(tuple(result[:n]))
+
+    def check_modes(self, sig: Signature, node: CallExpr, a: _Args, stmt: bool) -> bool:
+        """Argument modes against the parameters' (E0409), aliasing within the call (E0405,
+        E0406), a call statement with an effect (E0410), a result-less call used as a value
+        (E0128).  Records the ``&mut`` arguments as conflicts of live borrows."""
+        ok = True
+        for k, (pname, _) in enumerate(sig.params):
+            ok = self.check_mode(sig, pname, sig.modes[k], a, k) and ok
+        if not ok:
+            return False
+        for k in sig.inouts:
+            if not self.check_alias(a, k):
+                return False
+        for k in sig.inouts:
+            self.conflict(a.slots[k], "borrow mutably", a.nodes[k].span)
+        if stmt and not sig.inouts and not sig.effects:
+            return (
+                self.r.error(
+                    "E0410",
+                    f"this call of '{sig.name}' is a statement, but '{sig.name}' has no '&mut' "
+                    "parameter and no effect: its value would be lost",
+                    node.span,
+                    hint="bind its value with let",
+                )
+                or False
+            )
+        if sig.no_result and not stmt:
+            return (
+                self.r.error(
+                    "E0128",
+                    f"'{sig.name}' has no result: it only updates its '&mut' buffers",
+                    node.span,
+                    hint=f"call it as a statement: {self.source_text(node.span)};",
+                )
+                or False
+            )
+        return True
+
+    def check_mode(self, sig: Signature, pname: str, want: str, a: _Args, k: int) -> bool:
+        have, slot, arg = a.modes[k], a.slots[k], a.nodes[k]
+        target = arg.operand() if isinstance(arg, RefExpr) else arg
+        text = self.source_text(target.span) if target is not None else "x"
+        if want == "&" and have == "" and slot is not None and slot.kind in ("ref", "borrow"):
+            return True  # a borrow passed on
+        if have != want:
+            fix = {"": text, "&": f"&{text}", "&mut": f"&mut {text}"}[want]
+            return (
+                self.r.error(
+                    "E0409",
+                    f"parameter '{pname}' of '{sig.name}' takes {_MODE_WORDS[want]}, "
+                    f"found {_MODE_WORDS[have]}",
+                    arg.span,
+                    hint=f"write {fix}",
+                )
+                or False
+            )
+        if want == "&mut" and (slot is None or slot.kind not in ASSIGNABLE):
+            notes = ((slot.span, f"'{slot.name}' is bound here"),) if slot is not None else ()
+            return (
+                self.r.error(
+                    "E0409",
+                    f"'&mut' needs a '&mut' parameter or a 'let mut' name, found {text}",
+                    arg.span,
+                    notes=notes,
+                    hint=f"bind it first: let mut b = {text}; then pass &mut b",
+                )
+                or False
+            )
+        return True
+
+    def check_alias(self, a: _Args, k: int) -> bool:
+        """The ``&mut`` argument k aliases no other argument (E0405 another ``&mut``, E0406
+        a borrow or a read of the same value)."""
+        slot = a.slots[k]
+        for j, other in enumerate(a.slots):
+            if j == k or other is not slot or slot is None:
+                continue
+            if a.modes[j] == "&mut":
+                if j > k:
+                    continue  # reported from the first one
+                return (
+                    self.r.error(
+                        "E0405",
+                        f"'{slot.name}' is borrowed mutably twice in this call",
+                        a.nodes[k].span,
+                        notes=((a.nodes[j].span, "first mutable borrow here"),),
+                        hint=f"pass a copy to one of them: let mut c = {slot.name};",
+                    )
+                    or False
+                )
+            return (
+                self.r.error(
+                    "E0406",
+                    f"'{slot.name}' is borrowed mutably while this call also reads it",
+                    a.nodes[k].span,
+                    notes=((a.nodes[j].span, f"'{slot.name}' borrowed here"),),
+                    hint=f"read a copy: let c = {slot.name}; then pass c",
+                )
+                or False
+            )
+        return True
 
     def callee(self, sig: Signature, node: CallExpr) -> Generator[Request, Value, Function | None]:
         """``sig``'s body evaluated once on parameters ``_0``, ``_1``, ... (whatever the
@@ -1134,20 +1894,30 @@ class Builder:
         types = [t for _, t in sig.params]
         if any(t is None for t in types):
             return None
-        params = [param(i, f"_{i}", t.dtype, t.shape) for i, t in enumerate(types) if t]
-        env: Env = {name: p for (name, _), p in zip(sig.params, params, strict=True)}
+        params = [
+            param(i, f"_{i}", t.dtype, t.shape, sp)
+            for i, (t, sp) in enumerate(zip(types, sig.param_spaces, strict=True))
+            if t
+        ]
+        env = self.param_slots(sig, params)
         body = sig.body
         assert body is not None
         self.active.append(sig.name)
         self.active_set.add(sig.name)
         self.expanded.add(sig.name)
+        self.regions.append([])
+        borrows, self.borrows = self.borrows, []
+        if sig.no_result:
+            self.unit_bodies.add(body.span)
         value = yield body, env
+        self.borrows = borrows
+        effects = self.regions.pop()
         self.active_set.discard(self.active.pop())
-        results = self.results(value, sig)
+        results = self.results(value, sig, env)
         if results is None:
             return None
         try:
-            return Function(sig.name, params, results)
+            return Function(sig.name, params, results, effects, sig.effects)
         except IRError as e:
             if "expansion budget" in str(e):
                 raise _Budget("E0111", _expansion_message(self.limits.expansion)) from None
@@ -1435,6 +2205,8 @@ class Builder:
         span: Span,
         kwargs: list[Kwarg] | None = None,
     ) -> Node | None:
+        if self.check_spaces and len(nodes) > 1 and not self.check_op_spaces(op, nodes, span):
+            return None
         try:
             node = make_node(op, nodes, attrs)
             return node if self.spans is None else self.note(node, span)
@@ -1453,11 +2225,16 @@ class Builder:
             return self.kw_span(kwargs, "axis", span)
         return span
 
-    def coerce(self, value: Value, target: TensorType | None, span: Span) -> Node | None:
-        """``value`` as a ``target`` (a let, parameter or result type); literals adapt."""
+    def coerce(
+        self, value: Value, target: TensorType | None, span: Span, space: str | None = None
+    ) -> Node | None:
+        """``value`` as a ``target`` (a let, parameter or result type) in ``space`` (None:
+        any); literals adapt."""
         if value is None or target is None:
             return None
         if isinstance(value, Tup):
+            if value is NOTHING:
+                return self.r.error("E0128", f"expected {target}, found no value", span)
             return self.r.error("E0307", f"expected {target}, found a tuple", span)
         if isinstance(value, Deferred):
             node = self.materialize(value, target.dtype)
@@ -1466,40 +2243,86 @@ class Builder:
             return self.make(Op.BROADCAST, [node], {"shape": target.shape}, span)
         if value.type != target:
             return self.r.error("E0303", f"expected {target}, found {value.type}", span)
+        if space is not None and self.check_spaces:
+            have = self.space(value)
+            if have is not None and have != space:
+                return self.r.error(
+                    "E0122",
+                    f"expected {target} @{space}, found {value.type} @{have}",
+                    span,
+                    hint=f"insert a transfer: transfer({self.source_text(span)}, to = {space})",
+                )
         return value
 
-    def results(self, value: Value, sig: Signature) -> list[Node] | None:
-        """The function's result nodes: ``value`` checked against the declared result type."""
+    def results(self, value: Value, sig: Signature, env: Env) -> list[Node] | None:
+        """The function's result nodes: ``value`` checked against the declared result type,
+        then each ``&mut`` parameter's last value (docs/language.md)."""
+        declared = self.declared_results(value, sig)
+        if declared is None:
+            return None
+        names = [sig.params[k][0] for k in sig.inouts]
+        buffers = [env[n].value if n in env else None for n in names]
+        if any(not isinstance(b, Node) for b in buffers):
+            return None
+        return [*declared, *(b for b in buffers if isinstance(b, Node))]
+
+    def declared_results(self, value: Value, sig: Signature) -> list[Node] | None:
         body = sig.body
         types = sig.results
         if body is None or types is None or value is None:
             return None
         items = body.items()
         span = items[-1].span if items else body.span
+        if sig.no_result:
+            if value is NOTHING:
+                return []
+            return self.r.error(
+                "E0128",
+                f"'{sig.name}' has no result type, but its body ends with a value",
+                span,
+                hint="end the body with a statement, or declare the result: -> T",
+            )
+        spaces = sig.result_spaces if self.check_spaces else [None] * len(types)
         if len(types) == 1:
-            one = self.coerce(value, types[0], span)
+            one = self.coerce(value, types[0], span, spaces[0])
             return None if one is None else [one]
         if not isinstance(value, Tup) or len(value.items) != len(types):
             what = f"{len(value.items)} values" if isinstance(value, Tup) else "one value"
             return self.r.error(
                 "E0307", f"'{sig.name}' returns {len(types)} values, found {what}", span
             )
-        out = [self.coerce(v, t, span) for v, t in zip(value.items, types, strict=True)]
+        out = [
+            self.coerce(v, t, span, sp) for v, t, sp in zip(value.items, types, spaces, strict=True)
+        ]
         return [n for n in out if n is not None] if all(n is not None for n in out) else None
+
+    def param_slots(self, sig: Signature, params: Sequence[Node | None]) -> Env:
+        """The slots of a function's parameters: a value, a borrow (``&``, kind ``ref``) or
+        an in-out buffer (``&mut``, kind ``inout``, assignable with its type and space)."""
+        env: Env = {}
+        kinds = {"": "let", "&": "ref", "&mut": "inout"}
+        for (name, t), p, mode, sp, tok in zip(
+            sig.params, params, sig.modes, sig.param_spaces, _param_spans(sig), strict=True
+        ):
+            slot = env[name] = Slot(name, p, kinds[mode], tok, self.loop_depth)
+            if mode == "&mut":
+                slot.type, slot.space = t, sp
+        return env
 
     # ---------------------------------------------------------------- functions
     def function(self, sig: Signature) -> Function | None:
         """Check ``sig``'s body with its own parameters; the IR function of a valid export."""
         params: list[Node] = []
-        env: Env = {}
-        for i, (name, t) in enumerate(sig.params):
+        made: list[Node | None] = []
+        for i, ((name, t), sp) in enumerate(zip(sig.params, sig.param_spaces, strict=True)):
             try:
-                p = param(i, name, t.dtype, t.shape) if t is not None else None
+                p = param(i, name, t.dtype, t.shape, sp) if t is not None else None
             except IRError:  # a name the lexer has reported (E0006)
                 p = None
-            env[name] = p
+            made.append(p)
             if p is not None:
                 params.append(p)
+        env = self.param_slots(sig, made)
         body = sig.body
         if body is None:
             return None
@@ -1507,16 +2330,21 @@ class Builder:
         self.active_set = {sig.name}
         self.steps = 0
         self.lets = []
+        self.regions = [[]]
+        self.borrows = []
+        self.loop_depth = 0
+        if sig.no_result:
+            self.unit_bodies.add(body.span)
         try:
             value = self.run(body, env)
         except _Budget as e:
             self.active, self.active_set = [], set()
             return self.r.error(e.code, e.message, sig.fn.span)
-        results = self.results(value, sig)
+        results = self.results(value, sig, env)
         if results is None or not sig.ok or len(params) != len(sig.params) or not sig.export:
             return None  # non-exported functions are only checked here, and inlined at calls
         try:
-            return Function(sig.name, params, results)
+            return Function(sig.name, params, results, self.regions[0], sig.effects)
         except IRError as e:
             code = "E0216" if "function_elements" in str(e) else "E0309"
             return self.r.error(code, str(e), sig.fn.span)

@@ -82,7 +82,12 @@ MATH_BUILTINS: dict[str, Callable[[Node], Node]] = {
     "sigmoid": mathlib.sigmoid,
 }
 
+#: memory spaces and ownership (``kera.syntax.build``): ``transfer(x, to = device)`` is the
+#: contract op ``transfer`` (an effect; it moves ``x``), ``copy(x)`` is ``x`` (no node: it
+#: only keeps ``x`` usable after a transfer of the copy)
+OWNERSHIP_BUILTINS = frozenset({"transfer", "copy"})
+
 #: every name a call can use for a builtin (so no user function or variable may take it)
 BUILTIN_NAMES = frozenset(
-    {*ELEMENTWISE_BUILTINS, *OTHER_BUILTINS, *MATH_BUILTINS, *DYNAMIC_BUILTINS}
+    {*ELEMENTWISE_BUILTINS, *OTHER_BUILTINS, *MATH_BUILTINS, *DYNAMIC_BUILTINS} | OWNERSHIP_BUILTINS
 )

@@ -7,7 +7,9 @@ resolved, parameters named) and reports, each once:
 * E0104 two parameters with one name;
 * E0106 a dtype name or builtin used as a function, parameter or variable name;
 * E0110 an unknown type name; E0210/E0211 a bad shape (rules of ``kera.ops.check_shape``);
-* E0309 a type form the language does not have (tuple parameters, nested or empty tuples).
+* E0309 a type form the language does not have (tuple parameters, nested or empty tuples);
+* E0120 an unknown memory space; E0123/E0124 an unknown or repeated effect name; E0127 ``&``
+  outside a parameter type; E0128 a function without a result type and no ``&mut`` parameter.
 
 Expression checking, graph building and recursion (E0105, found while expanding calls) live
 in ``kera.syntax.build``.
@@ -20,13 +22,16 @@ from typing import Any
 
 from kera import limits
 from kera.dtypes import DType
-from kera.ops import TensorType, TypeRuleError, check_shape
+from kera.ops import DEFAULT_SPACE, EFFECT_NAMES, SPACES, TensorType, TypeRuleError, check_shape
 from kera.syntax import literals
 from kera.syntax.builtins import BUILTIN_NAMES
-from kera.syntax.diagnostics import Diagnostic, LineIndex
+from kera.syntax.diagnostics import Diagnostic, LineIndex, Note
 from kera.syntax.tree import (
     Block,
+    Effects,
     FnDef,
+    RefMode,
+    RetType,
     SourceFile,
     SyntaxNode,
     SyntaxToken,
@@ -51,6 +56,20 @@ class Signature:
     results: list[TensorType] | None = None
     ok: bool = True
     block: Block | None = None  # the body, found once (``signature`` sets it)
+    #: per parameter: "" (a value), "&" (a borrow) or "&mut" (an in-out buffer)
+    modes: list[str] = field(default_factory=list)
+    #: per parameter and per result: its memory space (``host`` by default)
+    param_spaces: list[str] = field(default_factory=list)
+    result_spaces: list[str] = field(default_factory=list)
+    #: the declared effects (sorted) and the ``effects(...)`` clause's span, if any
+    effects: tuple[str, ...] = ()
+    effects_span: tuple[int, int] | None = None
+    no_result: bool = False  # no ``-> T``: the function only updates its &mut buffers
+
+    @property
+    def inouts(self) -> list[int]:
+        """The positions of the ``&mut`` parameters, in order."""
+        return [i for i, m in enumerate(self.modes) if m == "&mut"]
 
     @property
     def body(self) -> Block | None:
@@ -64,9 +83,18 @@ class Reporter:
         self.index = index
         self.diagnostics: list[Diagnostic] = []
 
-    def error(self, code: str, message: str, span: tuple[int, int]) -> Any:
-        """Report; returns None, typed Any so ``return r.error(...)`` fits any optional."""
-        self.diagnostics.append(Diagnostic(code, message, span[0], span[1]))
+    def error(
+        self,
+        code: str,
+        message: str,
+        span: tuple[int, int],
+        notes: tuple[tuple[tuple[int, int], str], ...] = (),
+        hint: str = "",
+    ) -> Any:
+        """Report; returns None, typed Any so ``return r.error(...)`` fits any optional.
+        ``notes`` are (span, label) pairs shown after the primary span; ``hint`` the fix."""
+        extra = tuple(Note(a, b, label) for (a, b), label in notes)
+        self.diagnostics.append(Diagnostic(code, message, span[0], span[1], extra, hint))
         return None
 
     def line(self, offset: int) -> int:
@@ -78,6 +106,43 @@ def reserved(name: str) -> str | None:
     if name in DTYPES:
         return f"'{name}' is a type name"
     return None
+
+
+#: the memory spaces, as written after ``@``
+SPACE_NAMES = ", ".join(SPACES)
+
+
+def type_space(node: SyntaxNode | None, r: Reporter) -> str:
+    """The memory space a tensor type names (``host`` without ``@``); an unknown name is
+    reported (E0120) and read as ``host`` so that checking goes on."""
+    if not isinstance(node, TensorTypeNode):
+        return DEFAULT_SPACE
+    sp = node.space()
+    tok = sp.name() if sp is not None else None
+    if tok is None:
+        return DEFAULT_SPACE
+    if tok.text not in SPACES:
+        r.error("E0120", f"unknown memory space '{tok.text}' (spaces: {SPACE_NAMES})", tok.span)
+        return DEFAULT_SPACE
+    return tok.text
+
+
+def type_spaces(node: SyntaxNode | None, r: Reporter) -> list[str]:
+    """The space of each element of a (tuple) type."""
+    if isinstance(node, TupleTypeNode):
+        return [type_space(t, r) for t in node.types()]
+    return [type_space(node, r)]
+
+
+def no_ref(owner: SyntaxNode | None, r: Reporter, where: str) -> None:
+    """E0127 for a ``&``/``&mut`` written before a type that is not a parameter's."""
+    mode = owner.node(RefMode) if owner is not None else None
+    if mode is not None:
+        r.error(
+            "E0127",
+            f"'&' marks a parameter as borrowed; {where} is a value (write the type alone)",
+            mode.span,
+        )
 
 
 def resolve_type(node: SyntaxNode | None, r: Reporter) -> TensorType | list[TensorType] | None:
@@ -201,9 +266,48 @@ def signature(fn: FnDef, tok: SyntaxToken, r: Reporter) -> Signature:
             sig.ok = False
         seen.add(name.text)
         sig.params.append((name.text, t))
+        mode = p.mode()
+        sig.modes.append("" if mode is None else "&mut" if mode.is_mut() else "&")
+        sig.param_spaces.append(type_space(p.type(), r))
         sig.ok = sig.ok and t is not None
-    ret = resolve_type(fn.ret_type(), r)
+    ret_node = fn.ret_type()
+    ret = resolve_type(ret_node, r)
     sig.results = None if ret is None else ret if isinstance(ret, list) else [ret]
+    sig.result_spaces = type_spaces(ret_node, r) if ret_node is not None else []
+    no_ref(fn.node(RetType), r, "a result")
     sig.block = fn.body()
+    _declared_effects(sig, fn.effects(), r)
+    if sig.results is None and fn.node(RetType) is None and sig.block is not None:
+        sig.results, sig.no_result = [], True
+        if not sig.inouts:
+            r.error(
+                "E0128",
+                f"'{tok.text}' has no result type and no '&mut' parameter: it would compute "
+                "nothing (add '-> T', or a '&mut' parameter it updates)",
+                tok.span,
+            )
+            sig.ok = False
     sig.ok = sig.ok and sig.results is not None and sig.block is not None
     return sig
+
+
+def _declared_effects(sig: Signature, clause: Effects | None, r: Reporter) -> None:
+    """``effects(a, b)``: known names (E0123), each once (E0124), kept sorted."""
+    if clause is None:
+        return
+    sig.effects_span = clause.span
+    names: set[str] = set()
+    for tok in clause.names():
+        if tok.text in names:
+            r.error("E0124", f"effect '{tok.text}' is listed twice", tok.span)
+        elif tok.text not in EFFECT_NAMES:
+            known = ", ".join(sorted(EFFECT_NAMES))
+            why = (
+                "'nondet' is reserved: no op of the contract is nondeterministic (docs/language.md)"
+                if tok.text == "nondet"
+                else f"unknown effect '{tok.text}'"
+            )
+            r.error("E0123", f"{why}; the effects are: {known}", tok.span)
+        else:
+            names.add(tok.text)
+    sig.effects = tuple(sorted(names))

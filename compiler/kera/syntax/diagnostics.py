@@ -11,7 +11,18 @@ followed by the source line and a caret line under the span (clipped to the firs
 
 Codes: ``E00xx`` syntax (lexer, parser), ``E01xx`` names and items, ``E02xx`` typing rules of
 ``kera.ops`` reported as they are, ``E03xx`` front-end typing (literals, coercions, tuples,
-destructuring, ``if``, indexing, loops).
+destructuring, ``if``, indexing, loops), ``E012x`` memory spaces and effects, ``E04xx``
+ownership and borrows.  A diagnostic may carry *notes* (secondary spans with a label, such as
+"moved here") and a *hint* (the fix), rendered after the primary span::
+
+    f.kera:3:5: error[E0401]: use of 'x' after it was moved
+     3 |     x + d
+       |     ^
+    f.kera:2:22: note: 'x' moved here
+     2 |     let d = transfer(x, to = device);
+       |                      ^
+      = help: transfer a copy to keep 'x': transfer(copy(x), to = device)
+
 The table with one line per code is in ``docs/language.md``.
 """
 
@@ -23,11 +34,22 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """A secondary span of a diagnostic and what it shows there ("moved here")."""
+
+    start: int
+    end: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Diagnostic:
     code: str
     message: str
     start: int
     end: int
+    notes: tuple[Note, ...] = ()
+    hint: str = ""  # the fix, in words or as code to write
 
     def key(self) -> tuple[int, int, str, str]:
         return (self.start, self.end, self.code, self.message)
@@ -82,17 +104,24 @@ def _caret_line(line: str, col: int, width: int) -> str:
     return pad + "^" * max(1, min(width, len(line) - (col - 1)))
 
 
-def render(diag: Diagnostic, index: LineIndex, path: str) -> str:
-    line, col = index.position(diag.start)
+def _excerpt(start: int, end: int, index: LineIndex, path: str, head: str) -> str:
+    line, col = index.position(start)
     text = index.line_bytes(line - 1).decode("utf-8", "replace")
-    end_line, end_col = index.position(diag.end)
+    end_line, end_col = index.position(end)
     width = end_col - col if end_line == line else len(text) - (col - 1)
     gutter = " " * len(str(line))
     return (
-        f"{path}:{line}:{col}: error[{diag.code}]: {diag.message}\n"
+        f"{path}:{line}:{col}: {head}\n"
         f" {line} | {text}\n"
         f" {gutter} | {_caret_line(text, col, width)}\n"
     )
+
+
+def render(diag: Diagnostic, index: LineIndex, path: str) -> str:
+    out = _excerpt(diag.start, diag.end, index, path, f"error[{diag.code}]: {diag.message}")
+    for note in diag.notes:
+        out += _excerpt(note.start, note.end, index, path, f"note: {note.message}")
+    return out + (f"  = help: {diag.hint}\n" if diag.hint else "")
 
 
 def render_all(diags: Iterable[Diagnostic], source: str | bytes, path: str) -> str:

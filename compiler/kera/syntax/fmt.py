@@ -10,10 +10,13 @@ went in, in the same order.  Layout rules:
 * one space around binary operators, ``=``, ``->`` and ``as``, after ``,`` and ``:``; none inside
   brackets, before ``(`` of a call or parameter list, before ``[`` of a shape or an index,
   around ``.`` and ``..``, after a unary operator;
+* ``f32[8] @device``, ``x: &mut f32[8]``, ``&x``, ``&mut b``, ``effects(transfer)``: no space after
+  ``@`` or a borrow's ``&``, nor before the ``(`` of ``effects``;
 * a ``for`` reads ``for i in 0..8 with (a = x, b = y) {``, its body laid out like any block;
   the ``{`` of its body stays on the line of the ``with`` list;
 * an ``if`` the author wrote on one line, with no comment inside and no ``let`` in its blocks,
-  stays on one line: ``if c { a } else if d { b } else { e }``.  Any other ``if`` has its
+  stays on one line: ``if c { a } else if d { b } else { e }`` (an assignment or a call statement
+  counts as a ``let``).  Any other ``if`` has its
   branches laid out like any block, with ``} else {`` and ``} else if d {`` on one line;
 * inside a statement, a line break the author wrote is kept (except before ``, ; . :``) and
   the statement continues one level deeper; a closing ``)`` or ``]`` starting a line goes back
@@ -36,12 +39,14 @@ from kera.syntax.parser import FINISH, START, TOKEN, Event, parse
 
 K = SyntaxKind
 INDENT = b"    "
-_NO_SPACE_AFTER = frozenset({K.L_PAREN, K.L_BRACK, K.DOT, K.DOTDOT})
+_NO_SPACE_AFTER = frozenset({K.L_PAREN, K.L_BRACK, K.DOT, K.DOTDOT, K.AT})
+_REFS = frozenset({K.REF_MODE, K.REF_EXPR})  # `&x`, `&mut x`, `x: &f32`
 _NO_SPACE_BEFORE = frozenset({K.R_PAREN, K.R_BRACK, K.COMMA, K.SEMI, K.DOT, K.COLON})
 _UNARY = frozenset({K.MINUS, K.BANG, K.TILDE})
 _JOIN_BEFORE = frozenset({K.COMMA, K.SEMI, K.DOT, K.COLON, K.ELSE_KW})
 _NO_SPACE_BEFORE_BRACK = frozenset({K.DIMS, K.INDEX_EXPR})  # f32[4], x[0]
 _BLOCK_OWNERS = frozenset({K.IF_EXPR, K.FOR_EXPR})  # `if c {`, `for i in 0..4 with (..) {`
+_STATEMENTS = frozenset({K.LET_STMT, K.ASSIGN_STMT, K.EXPR_STMT})  # keep an if multi-line
 
 
 def _space(prev: int, prev_parent: int, cur: int, parent: int) -> bool:
@@ -52,7 +57,9 @@ def _space(prev: int, prev_parent: int, cur: int, parent: int) -> bool:
         return prev == K.COMMA  # x[1..3], x[0, ..2]
     if prev in _UNARY and prev_parent == K.PREFIX_EXPR:
         return False
-    if cur == K.L_PAREN and parent in (K.ARG_LIST, K.PARAM_LIST):
+    if prev == K.AMP and prev_parent in _REFS:
+        return False
+    if cur == K.L_PAREN and parent in (K.ARG_LIST, K.PARAM_LIST, K.EFFECTS):
         return False
     return not (cur == K.L_BRACK and parent in _NO_SPACE_BEFORE_BRACK)
 
@@ -210,7 +217,7 @@ def _one_line_ifs(
         if tag == TOKEN:
             tok += 1
         elif tag == START:
-            lets[tok + 1] += kind == K.LET_STMT
+            lets[tok + 1] += kind in _STATEMENTS
             opened.append((i if kind == K.IF_EXPR else -1, tok))
         elif tag == FINISH:
             e, first = opened.pop()

@@ -98,6 +98,14 @@ class SyntaxKind(enum.IntEnum):
     LOOP_VAR = 81  # `c = init`, one carried value
     IN_KW = 82
     WITH_KW = 83
+    # memory spaces, ownership and effects (docs/language.md)
+    AT = 84  # `@` before a memory space
+    SPACE = 85  # `@device` after a tensor type's dtype and shape
+    REF_MODE = 86  # `&` or `&mut` before a parameter's type
+    REF_EXPR = 87  # `&x`, `&mut x`: a borrow (a call argument, or a let's value)
+    ASSIGN_STMT = 88  # `b = expr;` for a `&mut` parameter or a `let mut` name
+    EXPR_STMT = 89  # `f(&mut b);`: a call with an effect, as a statement
+    EFFECTS = 90  # `effects(transfer)` after a function's result type
 
 
 K = SyntaxKind
@@ -153,6 +161,7 @@ PUNCT: dict[bytes, SyntaxKind] = {
     b">=": K.GTEQ,
     b"&&": K.AMP2,
     b"||": K.PIPE2,
+    b"@": K.AT,
 }
 TEXT_OF: dict[SyntaxKind, str] = {
     **{k: t.decode() for t, k in PUNCT.items()},
@@ -175,6 +184,7 @@ EXPRS = frozenset(
         K.IF_EXPR,
         K.INDEX_EXPR,
         K.FOR_EXPR,
+        K.REF_EXPR,
     }
 )
 

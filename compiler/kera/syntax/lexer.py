@@ -18,7 +18,8 @@ Token rules (longest match, first rule wins):
   accesses; digits after ``..`` are an ordinary number, so ``2..6u32`` is ``2``, ``..``,
   ``6u32``.  A number never ends in ``.`` (``1.`` is not a float), so ``1..5`` is ``1``,
   ``..``, ``5``;
-* punctuation, two-character operators first (``-> << >> == != <= >= && || ..``);
+* punctuation, two-character operators first (``-> << >> == != <= >= && || ..``), and ``@``
+  (before a memory space);
 * anything else is an error token: a run of such bytes becomes one ``ERROR_TOKEN`` and one
   E0001 diagnostic (a valid multi-byte UTF-8 character is named, invalid UTF-8 is shown as
   bytes).  An unterminated ``/*`` comment runs to the end of the input and is reported (E0002).
@@ -44,7 +45,7 @@ K = SyntaxKind
 _RULES: list[bytes] = [
     rb"[ \t\r\n]+",  # 1 whitespace
     rb"[A-Za-z_][A-Za-z0-9_]*",  # 2 identifier or keyword
-    rb"->|<<|>>|==|!=|<=|>=|&&|\|\||\.\.|[(){}\[\],;:.=+\-*%&|^~!<>]",  # 3 punctuation
+    rb"->|<<|>>|==|!=|<=|>=|&&|\|\||\.\.|[(){}\[\],;:.=+\-*%&|^~!<>@]",  # 3 punctuation
     rb"(?<=\.)(?<!\.\.)[0-9]+",  # 4 field number after one '.'
     rb"0[xXbBoO][0-9A-Za-z_]*",  # 5 radix number (+suffix)
     rb"[0-9][0-9A-Za-z_]*(?:(?<=[eE])[+-][0-9][0-9A-Za-z_]*)?"
@@ -52,7 +53,7 @@ _RULES: list[bytes] = [
     rb"//[^\n]*",  # 7 line comment
     rb"/\*.*?(?:\*/|\Z)",  # 8 block comment
     rb"/",  # 9 slash
-    rb"[^\t\r\n !%&(->A-\[\]^_a-~]+",  # 10 error run
+    rb"[^\t\r\n !%&(->@-\[\]^_a-~]+",  # 10 error run
     rb".",  # 11 anything else (defensive)
 ]
 _TOKEN = re.compile(b"|".join(b"(" + rule + b")" for rule in _RULES), re.DOTALL)
@@ -64,7 +65,7 @@ _TOKEN_TEXT = re.compile(b"|".join(b"(?:" + rule + b")" for rule in _RULES), re.
 # A number is a run of one class with at most one "e+"/"e-" per part, taken by a lookbehind
 # (a second sign starts a new token: "1e+5e-6" is the malformed "1e+5e", "-", "6"); a comment is a lazy run
 # to the first "*/" (or the end); an error run is one class (printable ASCII except
-# " # $ ' ? @ \ `, and the whitespace the lexer accepts, excluded).  Possessive `*+` would also
+# " # $ ' ? \ `, and the whitespace the lexer accepts, excluded).  Possessive `*+` would also
 # do, but CPython 3.11.2 — Debian 12's Python — mis-matches possessive groups.
 _WS, _IDENT, _PUNCT, _FIELD, _RADIX, _DEC, _LINE, _BLOCK, _SLASH, _ERR = range(1, 11)
 

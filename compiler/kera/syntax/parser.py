@@ -67,6 +67,7 @@ BINARY_BP: dict[int, int] = {
 COMPARE_BP = 3
 AS_BP = 10
 PREFIX_OPS = frozenset({K.MINUS, K.BANG, K.TILDE})
+UNARY_START = PREFIX_OPS | {K.AMP}  # `&` starts a borrow, `&x` (a REF_EXPR)
 EXPR_START = frozenset(
     {
         K.INT_NUMBER,
@@ -79,6 +80,7 @@ EXPR_START = frozenset(
         K.L_BRACK,
         K.IF_KW,
         K.FOR_KW,
+        K.AMP,  # a borrow `&x` (docs/language.md, *Memory spaces, ownership and effects*)
         *PREFIX_OPS,
     }
 )
@@ -126,6 +128,7 @@ class Parser:
         self.forward: dict[int, int] = {}
         self.diagnostics: list[Diagnostic] = []
         self.binds_return: bool | None = None  # see binds_return()
+        self.no_result = False  # the function being parsed has no result type (see _fn_body)
 
     # -- cursor
     def current(self) -> int:
@@ -310,7 +313,8 @@ def fn_def(p: Parser) -> None:
     m = p.start()
     p.eat(K.EXPORT_KW)
     p.expect(K.FN_KW, "'fn'")
-    for part in (_fn_name, _fn_params, _fn_result, _fn_body):
+    p.no_result = False
+    for part in (_fn_name, _fn_params, _fn_result, _fn_effects, _fn_body):
         if p.at(K.EOF) or p.current() in ITEM_START:
             p.expected(part.__doc__ or "")
             break
@@ -338,16 +342,48 @@ def _fn_result(p: Parser) -> None:
         p.bump()
         type_(p)
         p.complete(r, K.RET_TYPE)
+    elif p.at(K.L_BRACE) or at_word(p, "effects", K.L_PAREN):
+        p.no_result = True  # a function that only updates &mut buffers (the checker sees to it)
     else:
         p.expected("'->' and the result type")
+
+
+def _fn_effects(p: Parser) -> None:
+    """'{' and the function body"""
+    if at_word(p, "effects", K.L_PAREN):
+        effects(p)
 
 
 def _fn_body(p: Parser) -> None:
     """'{' and the function body"""
     if p.at(K.L_BRACE):
-        block(p)
+        block(p, value_optional=p.no_result)
     else:
         p.expected("'{' and the function body")
+
+
+def at_word(p: Parser, word: str, then: int) -> bool:
+    """At the identifier ``word`` (a contextual word: ``effects``, ``mut``) followed by a token
+    of kind ``then`` (or, for ``then == -1``, by any token that starts an expression)."""
+    if not p.at(K.IDENT) or p.text() != word:
+        return False
+    after = p.nth(1)
+    return after in EXPR_START if then == -1 else after == then
+
+
+def effects(p: Parser) -> None:
+    """``effects(a, b)``: the effect names (identifiers), trailing ``,`` ok, none allowed."""
+    m = p.start()
+    p.bump()
+    p.bump()  # '(' (at_word checked it)
+    while p.at(K.IDENT):
+        name(p, "an effect name")
+        if not p.eat(K.COMMA):
+            break
+    if not p.at(K.R_PAREN):
+        p.unexpected("an effect name such as transfer, or ')'")
+    p.eat(K.R_PAREN)
+    p.complete(m, K.EFFECTS)
 
 
 def name(p: Parser, what: str) -> None:
@@ -383,12 +419,27 @@ def param(p: Parser) -> None:
     p.complete(m, K.PARAM)
 
 
+def ref_mode(p: Parser) -> None:
+    """``&`` or ``&mut`` before a type (a borrow, an in-out buffer): a sibling of the type's
+    node, so ``Param.type()`` is the type either way.  Parsed before any type; the checker
+    allows it on parameters only (E0127)."""
+    m = p.start()
+    p.bump()
+    if p.at(K.IDENT) and p.text() == "mut" and p.nth(1) in (K.IDENT, K.L_PAREN):
+        p.bump()
+    p.complete(m, K.REF_MODE)
+
+
 def type_(p: Parser) -> None:
+    if p.at(K.AMP):
+        ref_mode(p)
     if p.at(K.IDENT):
         m = p.start()
         p.bump()
         if p.at(K.L_BRACK):
             dims(p)
+        if p.at(K.AT):
+            space(p)
         p.complete(m, K.TENSOR_TYPE)
     elif p.at(K.L_PAREN):
         m = p.start()
@@ -409,6 +460,14 @@ def type_(p: Parser) -> None:
         p.expected("a type such as f32 or f32[4]")
 
 
+def space(p: Parser) -> None:
+    """``@device``: the memory space of a tensor type."""
+    m = p.start()
+    p.bump()
+    name(p, "a memory space (host, device, pinned or unified) after '@'")
+    p.complete(m, K.SPACE)
+
+
 def dims(p: Parser) -> None:
     m = p.start()
     p.bump()
@@ -425,7 +484,9 @@ def dims(p: Parser) -> None:
 # ----------------------------------------------------------------------- statements
 
 
-def block(p: Parser) -> int:
+def block(p: Parser, value_optional: bool = False) -> int:
+    """``{ stmt* expr }``; ``value_optional``: the body of a function without a result type,
+    which may end with a statement (the checker says whether it must)."""
     too_deep = p.enter()
     if too_deep is not None:
         return too_deep
@@ -439,24 +500,49 @@ def block(p: Parser) -> int:
             has_value = False
         elif k in ITEM_START:
             break
+        elif k == K.IDENT and p.nth(1) == K.EQ:
+            assign_stmt(p)
+            has_value = False
         elif k == K.IDENT and is_return(p):
             has_value = return_item(p)
             returned = True
         elif k in EXPR_START:
-            expr(p)
-            has_value = True
-            if p.at(K.SEMI):
-                p.err_and_bump("an expression statement has no effect; bind it with 'let'")
-                has_value = False
-            elif not p.at(K.R_BRACE):
-                p.expected("'}' after the block's value")
+            has_value = block_expr(p)
         else:
             p.err_and_bump(f"expected 'let' or an expression, found {p.found()}")
-    if not has_value and not returned and p.at(K.R_BRACE):
+    if not has_value and not returned and p.at(K.R_BRACE) and not value_optional:
         p.error("a block ends with its value: add an expression before '}'", code="E0013")
     p.expect(K.R_BRACE, "'}'")
     p.leave()
     return p.complete(m, K.BLOCK)
+
+
+def block_expr(p: Parser) -> bool:
+    """An expression in a block: its value, or a call statement ``f(&mut b);``.  Returns
+    whether the block now has its value."""
+    done = expr_bp(p, 1)
+    if p.at(K.SEMI):
+        if done is not None and p.events[done][1] == K.CALL_EXPR:
+            s = p.precede(done)
+            p.bump()
+            p.complete(s, K.EXPR_STMT)
+            return False
+        p.err_and_bump("an expression statement has no effect; bind it with 'let'")
+        return False
+    if not p.at(K.R_BRACE):
+        p.expected("'}' after the block's value")
+    return True
+
+
+def assign_stmt(p: Parser) -> None:
+    """``b = expr;``: a new value for a ``&mut`` parameter or a ``let mut`` name."""
+    m = p.start()
+    name(p, "a name")
+    p.bump()  # '='
+    if not expr(p):
+        p.unexpected("an expression")
+    p.expect(K.SEMI, "';'")
+    p.complete(m, K.ASSIGN_STMT)
 
 
 #: tokens after ``return`` that could also continue an expression of a *name* ``return``
@@ -536,6 +622,9 @@ def return_fix(value: str, semi: bool) -> str:
 def let_stmt(p: Parser) -> None:
     m = p.start()
     p.bump()
+    kinds = p.kinds
+    if kinds[p.pos] == K.IDENT and kinds[p.pos + 1] == K.IDENT and p.text() == "mut":
+        p.bump()  # `let mut b = ..;`: an assignable name (`let mut = ..` binds `mut`)
     if p.at(K.L_PAREN):
         tuple_pat(p)
     else:
@@ -626,17 +715,20 @@ def chained_comparison(p: Parser, lhs: int) -> int:
 
 
 def unary(p: Parser) -> int | None:
-    if p.kinds[p.pos] not in PREFIX_OPS:
+    if p.kinds[p.pos] not in UNARY_START:
         return postfix(p)
-    markers = []
-    while p.current() in PREFIX_OPS:
-        markers.append(p.start())
+    markers: list[tuple[int, int]] = []
+    while p.current() in UNARY_START:
+        kind: int = K.REF_EXPR if p.at(K.AMP) else K.PREFIX_EXPR
+        markers.append((p.start(), kind))
         p.bump()
+        if kind == K.REF_EXPR and at_word(p, "mut", -1):
+            p.bump()  # `&mut x` (`&mut` alone borrows a name `mut`)
     operand = postfix(p)
     if operand is None and markers:
         p.unexpected("an expression after the unary operator")
-    for m in reversed(markers):
-        operand = p.complete(m, K.PREFIX_EXPR)
+    for m, kind in reversed(markers):
+        operand = p.complete(m, kind)
     return operand
 
 

@@ -357,6 +357,21 @@ class FnDef(SyntaxNode):
     def body(self) -> Block | None:
         return self.node(Block)
 
+    def effects(self) -> Effects | None:
+        """The ``effects(...)`` clause, None when the function declares none."""
+        return self.node(Effects)
+
+
+@view(K.EFFECTS)
+class Effects(SyntaxNode):
+    def names(self) -> list[SyntaxToken]:
+        """The effect names, in order."""
+        out = []
+        for n in self.nodes():
+            if isinstance(n, Name) and (tok := n.ident()) is not None:
+                out.append(tok)
+        return out
+
 
 @view(K.PARAM_LIST)
 class ParamList(SyntaxNode):
@@ -372,6 +387,16 @@ class Param(SyntaxNode):
 
     def type(self) -> SyntaxNode | None:
         return _type_child(self)
+
+    def mode(self) -> RefMode | None:
+        """``&`` or ``&mut`` before the type, None for a parameter taken by value."""
+        return self.node(RefMode)
+
+
+@view(K.REF_MODE)
+class RefMode(SyntaxNode):
+    def is_mut(self) -> bool:
+        return self.token(K.IDENT) is not None
 
 
 @view(K.RET_TYPE)
@@ -397,6 +422,17 @@ class TensorTypeNode(SyntaxNode):
         d = self.node(Dims)
         return d.tokens_of(K.INT_NUMBER) if d else None
 
+    def space(self) -> SpaceNode | None:
+        """The ``@space`` part, None when the type has none (host)."""
+        return self.node(SpaceNode)
+
+
+@view(K.SPACE)
+class SpaceNode(SyntaxNode):
+    def name(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
 
 @view(K.DIMS)
 class Dims(SyntaxNode):
@@ -410,11 +446,44 @@ class TupleTypeNode(SyntaxNode):
         return [n for n in self.nodes() if n.kind in (K.TENSOR_TYPE, K.TUPLE_TYPE)]
 
 
+#: the statements a block holds besides expressions
+STATEMENTS = frozenset({K.LET_STMT, K.ASSIGN_STMT, K.EXPR_STMT})
+
+
 @view(K.BLOCK)
 class Block(SyntaxNode):
     def items(self) -> list[SyntaxNode]:
-        """Let statements and expressions in order; the last expression is the value."""
-        return [n for n in self.nodes() if n.kind == K.LET_STMT or n.kind in EXPRS]
+        """Statements (let, assignment, call statement) and expressions in order; the last
+        item is the value when it is an expression."""
+        return [n for n in self.nodes() if n.kind in STATEMENTS or n.kind in EXPRS]
+
+
+@view(K.ASSIGN_STMT)
+class AssignStmt(SyntaxNode):
+    def target(self) -> SyntaxToken | None:
+        n = self.node(Name)
+        return n.ident() if n else None
+
+    def value(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+
+@view(K.EXPR_STMT)
+class ExprStmt(SyntaxNode):
+    def call(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
+
+
+@view(K.REF_EXPR)
+class RefExpr(SyntaxNode):
+    def is_mut(self) -> bool:
+        return self.token(K.IDENT) is not None
+
+    def operand(self) -> SyntaxNode | None:
+        e = self.exprs()
+        return e[0] if e else None
 
 
 @view(K.LET_STMT)
@@ -432,6 +501,10 @@ class LetStmt(SyntaxNode):
 
     def type(self) -> SyntaxNode | None:
         return _type_child(self)
+
+    def is_mut(self) -> bool:
+        """``let mut b = ..;``: an assignable name (the one identifier token of a LET_STMT)."""
+        return self.token(K.IDENT) is not None
 
     def init(self) -> SyntaxNode | None:
         e = self.exprs()

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kera.backends.verilog import SUPPORTED, VerilogSizeError
+from kera.backends.verilog import SUPPORTED, VerilogDesign, VerilogSizeError
 from kera.ir import Function
 from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore]
 from keracheck import probe
@@ -36,6 +36,7 @@ from keracheck.runners.verilator import INSTALL as INSTALL_VERILATOR
 from keracheck.runners.verilator import Verilator
 from keracheck.runners.yosys import Resources, Yosys
 from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
+from keracheck.targets.verilog import corelib
 from keracheck.targets.verilog.batch import (
     CORES_PER_SIM,
     MAX_SEGMENTS,
@@ -78,6 +79,15 @@ def resource_estimate(fn: Function, family: str = "ice40") -> Resources:
         path = Path(tmp) / f"{d.top}.v"
         path.write_text(d.text)
         return Yosys().estimate([path, *rtl_sources()], d.top, family=family)
+
+
+def _designs(cases: Sequence[tuple[Function, Inputs]]) -> list[VerilogDesign]:
+    """The designs of the cases that can be emitted (the others fail on their own)."""
+    designs: dict[str, VerilogDesign] = {}
+    for fn, _ in cases:
+        with contextlib.suppress(BackendError):
+            designs.setdefault(fn.fingerprint, design_of(fn))
+    return list(designs.values())
 
 
 class _VerilogTarget:
@@ -165,6 +175,8 @@ class VerilatorTarget(_VerilogTarget):
         process verilating, then make: running two overlaps them on the CPUs), then simulate
         as :class:`_VerilogTarget` does, every build now a cache hit."""
         groups = [[cases[i] for i in idx] for idx in chunks(cases)]
+        with contextlib.suppress(Exception):  # a library that fails is reported by its chunk
+            corelib.ensure(corelib.libs_of(_designs(cases)))
         if len(groups) > 1:
             with ThreadPoolExecutor(min(len(groups), os.cpu_count() or 1)) as pool:
                 for done in [pool.submit(prepare, group) for group in groups]:

@@ -17,9 +17,10 @@ the long ones (a loop takes one vector per run of the loop) go on; ``run_<j>`` c
 a falling edge, while the clock is low, so the gated clock never glitches.  Simulated time is
 the longest design's, not the sum of all.
 
-:func:`run_plain` builds the bench with ``verilator --binary`` (cached by content under
-``$KERACHECK_CACHE`` or ``~/.cache/keracheck``) or compiles it with Icarus, runs it, and fails
-the batch when an observed latency differs from the emitter's schedule.
+:func:`run_plain` builds the bench with Verilator (cached by content under ``$KERACHECK_CACHE``
+or ``~/.cache/keracheck``; the clocked cores linked in as libraries built once per machine,
+:mod:`.corelib`) or compiles it with Icarus, runs it, and fails the batch when an observed
+latency differs from the emitter's schedule.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kera_hdl import rtl_sources  # type: ignore[import-not-found, unused-ignore
 from keracheck.runners.iverilog import Iverilog
 from keracheck.runners.verilator import Verilator
 from keracheck.target import BackendError, Inputs, Outputs
+from keracheck.targets.verilog import corelib
 from keracheck.targets.verilog.batch import Batch
 from keracheck.targets.verilog.bus import nbytes, parse_hex_fields
 
@@ -234,37 +236,59 @@ def cxx_opt(batch: Batch) -> str | None:
     return "-O0" if clocks_per_core(batch) <= QUICK_BUILD_VECTORS else None
 
 
-def prepare(cases: Sequence[tuple[Function, Inputs]], cache: Path | None = None) -> None:
+def prepare(
+    cases: Sequence[tuple[Function, Inputs]], cache: Path | None = None, core_libs: bool = True
+) -> None:
     """Build (into the cache) the Verilator bench of a batch, without running it: the target
     builds its chunks side by side before simulating them one after another."""
     batch = Batch.of(cases)
     with tempfile.TemporaryDirectory(prefix="keracheck-verilog-") as tmp:
-        sources = _bench_sources(Path(tmp), batch)
-        Verilator().build(sources, "kera_tb", cache=cache, cxx_opt=cxx_opt(batch))
+        _verilator_build(Path(tmp), batch, cache, core_libs)
 
 
 def _bench_sources(work: Path, batch: Batch) -> list[Path]:
-    """Write the bench and the designs into ``work``; all the sources of a build."""
+    """Write the bench and the designs into ``work``; the bench's and the designs' sources."""
     tb = work / "kera_tb.v"
     tb.write_text(render_testbench(batch.designs))
-    return [tb, *batch.write_design_files(work), *rtl_sources()]
+    return [tb, *batch.write_design_files(work)]
+
+
+def _verilator_build(work: Path, batch: Batch, cache: Path | None, core_libs: bool) -> Path:
+    """The bench's simulation binary (cached): with ``core_libs`` the clocked cores are
+    linked in as libraries compiled once per machine at Verilator's default optimisation
+    (:mod:`.corelib`) and the rest, wiring and glue, is compiled at ``-O0`` (the cores are
+    where a simulation spends its time); else all flat, at :func:`cxx_opt`'s level."""
+    if core_libs:
+        cores, objects = corelib.sources(batch.designs, work, cache)
+        opt: str | None = "-O0"
+    else:
+        cores, objects, opt = rtl_sources(), [], cxx_opt(batch)
+    return Verilator().build(
+        [*_bench_sources(work, batch), *cores],
+        "kera_tb",
+        cache=cache,
+        cxx_opt=opt,
+        objects=objects,
+    )
 
 
 def run_plain(
     cases: Sequence[tuple[Function, Inputs]],
     simulator: str = "verilator",
     cache: Path | None = None,
+    core_libs: bool = True,
 ) -> list[Outputs]:
-    """Run cases through the plain test bench in Verilator (cached build) or Icarus."""
+    """Run cases through the plain test bench in Verilator (cached build; ``core_libs``: the
+    clocked cores linked in as per-machine libraries, :mod:`.corelib`) or Icarus."""
     batch = Batch.of(cases)
     with tempfile.TemporaryDirectory(prefix="keracheck-verilog-") as tmp:
         work = Path(tmp)
-        sources = _bench_sources(work, batch)
         write_inputs(work, batch)
         if simulator == "verilator":
-            exe = Verilator().build(sources, "kera_tb", cache=cache, cxx_opt=cxx_opt(batch))
+            exe = _verilator_build(work, batch, cache, core_libs)
             Verilator().run(exe, cwd=work)
         else:
+            sources = [*_bench_sources(work, batch), *rtl_sources()]
             image = Iverilog().compile(sources, "kera_tb", work / "tb.vvp")
             Iverilog().run(image, cwd=work)
         return _collect(work, batch)

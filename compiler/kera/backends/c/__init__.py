@@ -17,7 +17,7 @@ Three modules, one concern each (docs/c-backend.md is the user's guide):
 """
 
 from kera.backends.c.abi import E_FPENV, E_NOMEM, IO_TYPES, OK, c_ident
-from kera.backends.c.emit import ISAS, PINNED_FLAGS, CSource, Isa, emit, write
+from kera.backends.c.emit import ISAS, PINNED_FLAGS, CSource, Isa, assemble, bodies, emit, write
 from kera.backends.c.lower import LOWER, SUPPORTED, Alias, Helper, Nan, Region, Structural
 from kera.ops import Op
 
@@ -43,6 +43,8 @@ __all__ = [
     "Nan",
     "Region",
     "Structural",
+    "assemble",
+    "bodies",
     "c_ident",
     "emit",
     "write",

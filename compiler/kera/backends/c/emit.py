@@ -309,15 +309,46 @@ def emit(
     return CSource(name, isa, c, header, {s: f.name for s, f in fns.items()})
 
 
+#: an entry point's definition (and any static code) and the helpers it needs, by key
+Body = tuple[str, dict[str, str]]
+
+
+def bodies(
+    functions: Iterable[Function] | Mapping[str, Function], isa: str = "scalar"
+) -> dict[str, Body]:
+    """Each entry point of ``functions`` emitted once, by symbol: :func:`assemble` makes
+    translation units of any subsets of them (a caller that splits a batch over several
+    compilers sizes the parts by these texts without emitting anything twice)."""
+    level = _isa(isa)
+    return {sym: _Entry(sym, fn, level.lanes).emit() for sym, fn in entry_points(functions).items()}
+
+
+def assemble(
+    functions: Mapping[str, Function],
+    made: Mapping[str, Body],
+    isa: str = "scalar",
+    name: str = "kera",
+) -> CSource:
+    """``emit(functions, isa, name)`` from the :func:`bodies` of the same entry points
+    (symbol -> function as ``entry_points`` names them): the same text, byte for byte."""
+    level = _isa(isa)
+    fns = entry_points(functions)
+    c = _parts(fns, level, name, {sym: made[sym] for sym in fns}).text()
+    header = _header(name, f"KERA_{c_ident(name).upper()}_H", fns)
+    return CSource(name, isa, c, header, {s: f.name for s, f in fns.items()})
+
+
 def _isa(isa: str) -> Isa:
     if isa not in ISAS:
         raise ValueError(f"unknown ISA level '{isa}'; choose one of {', '.join(ISAS)}")
     return ISAS[isa]
 
 
-def _parts(fns: Mapping[str, Function], isa: Isa, name: str) -> Parts:
+def _parts(
+    fns: Mapping[str, Function], isa: Isa, name: str, made: Mapping[str, Body] | None = None
+) -> Parts:
     lanes = isa.lanes
-    bodies = {sym: _Entry(sym, fn, lanes).emit() for sym, fn in fns.items()}
+    bodies = made if made is not None else {s: _Entry(s, f, lanes).emit() for s, f in fns.items()}
     helpers: dict[str, str] = {}
     for _, needed in bodies.values():
         helpers |= needed

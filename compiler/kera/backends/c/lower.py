@@ -646,6 +646,12 @@ def _broadcast(cx: Cx, node: Node, name: str, size: int) -> list[str]:
     return _copy(name, 0, _strides(node.shape), cx.tile(x), 0, src, node.shape)
 
 
+def _transfer(cx: Cx, node: Node, name: str, size: int) -> list[str]:
+    """A move between memory spaces, which C does not have: a copy of every lane, bits as they
+    are (a tile of its own, so the effect is a copy even where nothing reads it)."""
+    return _copy(name, 0, (1,), cx.tile(node.inputs[0]), 0, (1,), (size,))
+
+
 def _transpose(cx: Cx, node: Node, name: str, size: int) -> list[str]:
     (x,) = node.inputs
     perm = node.attr("perm")
@@ -865,6 +871,8 @@ LOWER: dict[Op, Rule] = {
     # -- dynamic indexing: starts clamped in 64-bit arithmetic before any address is formed
     Op.DYNAMIC_SLICE: Structural(_dynamic_slice, Nan.MOVES),
     Op.DYNAMIC_UPDATE_SLICE: Structural(_dynamic_update_slice, Nan.MOVES),  # a copy, then v
+    # -- memory spaces: C has one; a transfer is a copy with the same bits
+    Op.TRANSFER: Structural(_transfer, Nan.MOVES),
     # -- regions (emit._REGIONS): operands cleaned before, results clean after
     Op.LOOP: Region(),  # a C for loop over the body, carried values double-buffered
     Op.CALL: Region(),  # the callee's nodes in place, once per call group, bound to the operands

@@ -5,6 +5,8 @@ Kernel ABI (``kera_<function name>``)::
     .param .u64 in0 .. in{P-1}     one pointer per parameter, rows of N input vectors (C order)
     .param .u64 out0 .. out{R-1}   one pointer per result, rows of N output vectors
     .param .u32 n                  the batch size N
+    .param .u64 xfer0 .. xfer{T-1} only with transfers: one staging buffer per transfer the
+                                   kernel performs, N rows, in its destination space (Slot)
 
 Thread ``i`` computes batch row ``i``, fully unrolled (every element in its own register)
 except loops, which are loops in the kernel over those registers (a call is its callee's
@@ -34,12 +36,13 @@ from kera.backends.ptx.emit import (
     VERSION,
     emit,
     emit_graph,
+    emit_slots,
     header,
     kernel,
     kernel_name,
     write,
 )
-from kera.backends.ptx.kernel import MAX_INSTRUCTIONS, Kernel, PtxEmitError
+from kera.backends.ptx.kernel import MAX_INSTRUCTIONS, Kernel, PtxEmitError, Slot
 from kera.backends.ptx.lower import LOWER, SUPPORTED, Lower, Row
 from kera.backends.ptx.region import NODES, Walk
 from kera.ops import Op
@@ -61,9 +64,11 @@ __all__ = [
     "Lower",
     "PtxEmitError",
     "Row",
+    "Slot",
     "Walk",
     "emit",
     "emit_graph",
+    "emit_slots",
     "header",
     "kernel",
     "kernel_name",

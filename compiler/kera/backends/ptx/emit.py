@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kera.backends.ptx.kernel import ARITH, PREFIX, Elems, Kernel, PtxEmitError
+from kera.backends.ptx.kernel import ARITH, PREFIX, Elems, Kernel, PtxEmitError, Slot
 from kera.backends.ptx.lower import LOWER
 from kera.backends.ptx.region import Walk
 from kera.dtypes import DType
@@ -51,8 +51,17 @@ def _row_base(k: Kernel, param: str, row_bytes: int) -> str:
 
 
 def _load(k: Kernel, node: Node, index: int) -> Elems:
+    return _load_row(k, node, f"in{index}")
+
+
+def _load_row(k: Kernel, node: Node, param: str) -> Elems:
+    """This thread's row of ``node``'s elements from the buffer kernel parameter ``param``
+    points to."""
+    return _load_at(k, node, _row_base(k, param, node.type.size * node.dtype.nbytes))
+
+
+def _load_at(k: Kernel, node: Node, base: str) -> Elems:
     dt, size = node.dtype, node.type.size
-    base = _row_base(k, f"in{index}", size * dt.nbytes)
     out = []
     for j in range(size):
         addr = f"[{base}+{j * dt.nbytes}]"
@@ -66,8 +75,16 @@ def _load(k: Kernel, node: Node, index: int) -> Elems:
 
 
 def _store(k: Kernel, node: Node, index: int, elems: Elems) -> None:
+    _store_row(k, node, f"out{index}", elems)
+
+
+def _store_row(k: Kernel, node: Node, param: str, elems: Elems) -> None:
+    """``elems`` as this thread's row of the buffer kernel parameter ``param`` points to."""
+    _store_at(k, node, _row_base(k, param, len(elems) * node.dtype.nbytes), elems)
+
+
+def _store_at(k: Kernel, node: Node, base: str, elems: Elems) -> None:
     dt = node.dtype
-    base = _row_base(k, f"out{index}", len(elems) * dt.nbytes)
     for j, x in enumerate(elems):
         addr = f"[{base}+{j * dt.nbytes}]"
         if dt is DType.BOOL:
@@ -106,9 +123,29 @@ class _Elements:
     def finish(self, node: Node, root: str, n: int) -> str:
         return self.k.canon(node.dtype, root) if node.dtype.is_float else root
 
+    def transfer(self, node: Node, elems: Elems) -> Elems:
+        """A move between memory spaces, performed: the row is stored to the transfer's own
+        staging buffer (kernel parameter ``xfer<i>``, allocated by the launcher in the
+        destination space: :class:`Slot`) and read back from there; the value goes on from
+        the copy.  In a loop body it is performed on every trip."""
+        k = self.k
+        slot = Slot(str(node.attr("from")), str(node.attr("to")), len(elems) * node.dtype.nbytes)
+        param = f"xfer{len(k.slots)}"
+        k.slots.append(slot)
+        k.emit(f"// transfer {slot.source} -> {slot.dest} through {param} ({slot.space})")
+        base = _row_base(k, param, slot.row_bytes)
+        _store_at(k, node, base, elems)
+        return _load_at(k, node, base)
+
 
 def kernel(fn: Function) -> str:
     """The ``.entry`` of one function (see the package docstring for its ABI)."""
+    return kernel_slots(fn)[0]
+
+
+def kernel_slots(fn: Function) -> tuple[str, list[Slot]]:
+    """The ``.entry`` of one function and the staging buffers of its transfers, one per
+    ``xfer<i>`` parameter, in order (what a launcher allocates)."""
     k = Kernel()
     params = {id(p): i for i, p in enumerate(fn.params)}
     results = Walk(k, _Elements(k, params)).region(fn, {})
@@ -116,6 +153,10 @@ def kernel(fn: Function) -> str:
         _store(k, result, index, elems)
     names = [f"in{i}" for i in range(len(fn.params))] + [f"out{i}" for i in range(len(fn.results))]
     head = [f"\t.param .u64 {name}," for name in names] + ["\t.param .u32 n"]
+    if k.slots:  # after n: the ABI of a kernel without transfers is unchanged
+        head[-1] += ","
+        head += [f"\t.param .u64 xfer{i}," for i in range(len(k.slots))]
+        head[-1] = head[-1].rstrip(",")
     decls = [f"\t.reg .{cls} {PREFIX[cls]}<{count}>;" for cls, count in sorted(k.counts.items())]
     prologue = [
         "\t.reg .b32 %row, %nthreads, %block, %rows;",
@@ -129,7 +170,7 @@ def kernel(fn: Function) -> str:
         "\t@%done bra DONE;",
     ]
     lines = [f".visible .entry {kernel_name(fn)}(", *head, ")", "{", *decls, *prologue]
-    return "\n".join([*lines, *k.body, "DONE:", "\tret;", "}", ""])
+    return "\n".join([*lines, *k.body, "DONE:", "\tret;", "}", ""]), k.slots
 
 
 def header() -> str:
@@ -139,6 +180,12 @@ def header() -> str:
 def emit(fn: Function) -> str:
     """A PTX module with the kernel of one function."""
     return header() + "\n" + kernel(fn)
+
+
+def emit_slots(fn: Function) -> tuple[str, list[Slot]]:
+    """:func:`emit` and the staging buffers of the kernel's transfers (:func:`kernel_slots`)."""
+    text, slots = kernel_slots(fn)
+    return header() + "\n" + text, slots
 
 
 def emit_graph(graph: Graph) -> str:

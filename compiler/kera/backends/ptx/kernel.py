@@ -8,6 +8,8 @@ can type their code over :class:`Kernel`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kera.dtypes import DType
 
 MAX_INSTRUCTIONS = 400_000
@@ -42,6 +44,23 @@ def bit_type(dt: DType) -> str:
     return f"b{dt.bits}"
 
 
+@dataclass(frozen=True)
+class Slot:
+    """The staging buffer of one ``transfer`` in the kernel (kernel parameter ``xfer<i>``):
+    the value moves from space ``source`` to ``dest``; the launcher allocates ``row_bytes``
+    per batch row in :attr:`space` (``docs/ptx-backend.md``, Memory spaces)."""
+
+    source: str
+    dest: str
+    row_bytes: int
+
+    @property
+    def space(self) -> str:
+        """Where the buffer lives: ``dest``, except that a kernel cannot write host memory, so
+        a move to the host goes through mapped pinned memory (zero-copy)."""
+        return "pinned" if self.dest == "host" else self.dest
+
+
 class Kernel:
     """Instruction buffer, register allocator and constant pool of one kernel."""
 
@@ -50,6 +69,7 @@ class Kernel:
         self.counts: dict[str, int] = {}
         self.consts: dict[tuple[str, int], str] = {}
         self.labels = 0
+        self.slots: list[Slot] = []  # one per transfer emitted, in kernel order
 
     def reg(self, cls: str) -> str:
         k = self.counts.get(cls, 0)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kera.backends.elementmaps import Emitter, unroll_node
 from kera.backends.ptx.dynamic import dynamic_slice, dynamic_update_slice
@@ -52,12 +52,19 @@ from kera.ir import Function, Node, loop_body, loop_group
 from kera.ops import Op
 
 
+class Elements(Emitter[str], Protocol):
+    """One element of the kernel (``emit._Elements``), and the one whole-node lowering that
+    needs the kernel's memory: a transfer, stored to and read back from a staging buffer."""
+
+    def transfer(self, node: Node, elems: Elems) -> Elems: ...
+
+
 @dataclass
 class Walk:
     """Lowers regions of one kernel: ``k`` holds the code, ``emitter`` one element."""
 
     k: Kernel
-    emitter: Emitter[str]
+    emitter: Elements
     groups: list[dict[tuple[Any, ...], list[Elems]]] = field(default_factory=list)
 
     def region(self, fn: Function, bound: Mapping[int, Elems]) -> list[Elems]:
@@ -148,6 +155,12 @@ def _dynamic(lower: Callable[[Kernel, Node, Sequence[Elems]], Elems]) -> NodeLow
 
 NodeLower = Callable[[Walk, Node, list[Elems]], Elems]
 
+
+def _transfer(walk: Walk, node: Node, ins: list[Elems]) -> Elems:
+    """A transfer, performed through memory of its destination space (``emit._Elements``)."""
+    return walk.emitter.transfer(node, ins[0])
+
+
 #: ops lowered a whole node at a time: their elements are not independent of each other (a
 #: start index that is data chooses among them; a loop runs its body, a call its callee) —
 #: SUPPORTED counts them
@@ -156,4 +169,5 @@ NODES: dict[Op, NodeLower] = {
     Op.DYNAMIC_UPDATE_SLICE: _dynamic(dynamic_update_slice),
     Op.LOOP: Walk.loop,
     Op.CALL: Walk.call,
+    Op.TRANSFER: _transfer,  # stored to and reloaded from a buffer in the destination space
 }

@@ -149,6 +149,12 @@ def _call(el: _Elements, node: Node, ins: list[Elems]) -> Elems:
 NodeLower = Callable[[_Elements, Node, list[Elems]], Elems]
 
 
+def _transfer(el: _Elements, node: Node, ins: list[Elems]) -> Elems:
+    """A move between memory spaces, which a netlist does not have: a wire (the operand's own
+    element nets, every bit as it is; no cell, no register, no cycle)."""
+    return ins[0]
+
+
 def _unrolled(el: _Elements, node: Node, ins: list[Elems]) -> list[Elems]:
     """The loop fully unrolled: the body once per trip, in order, its index a constant cell
     (so a dynamic index by the index itself becomes wiring: ``dynamic.py`` clamps a constant
@@ -183,6 +189,7 @@ NODES: dict[Op, NodeLower] = {
     Op.DYNAMIC_UPDATE_SLICE: _on_netlist(dynamic_update_slice),
     Op.LOOP: _loop,
     Op.CALL: _call,
+    Op.TRANSFER: _transfer,  # a wire: one design has one memory space
 }
 
 SUPPORTED = supported(LOWER) | frozenset(op.value for op in NODES)

@@ -678,6 +678,11 @@ class _Kernel:
         src = [xs[p] for p in perm]
         return self._box(x, _nbytes(node), out, node.shape, src, _strides(node.shape))
 
+    def _transfer(self, node: Node, out: Code) -> Code:
+        """A move between memory spaces, which WASM does not have (one linear memory): every
+        case's bytes copied to the node's own array (``memory.copy``: bits as they are)."""
+        return self._copy_in(node.inputs[0], out)
+
     def _slice(self, node: Node, out: Code) -> Code:
         (x,) = node.inputs
         start = node.attr("start")
@@ -960,6 +965,7 @@ _MOVES: dict[Op, Callable[[_Kernel, Node, Code], Code]] = {
     # a window at a start that is data, clamped per case before it becomes an address
     Op.DYNAMIC_SLICE: _Kernel._dynamic_slice,
     Op.DYNAMIC_UPDATE_SLICE: _Kernel._dynamic_update_slice,  # copy of x, then the window
+    Op.TRANSFER: _Kernel._transfer,  # one memory: a copy of the bytes, into its own array
 }
 #: tree op -> how each output element's row is gathered into the work area; the tree's step
 #: and padding come from kera.ops (REDUCE_STEP, reduce_identity_bits)
