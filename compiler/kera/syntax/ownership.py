@@ -25,7 +25,7 @@ its result lives.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kera.ops import TensorType
@@ -131,17 +131,22 @@ def updated_names(body: GreenNode) -> set[str]:
     anywhere inside it (nested blocks, branches and loops included).  A name the body binds
     itself may be listed too; carrying an outer cell the body leaves alone changes nothing."""
     out: set[str] = set()
-    stack: list[GreenNode | GreenToken] = [body]
-    while stack:
-        g = stack.pop()
-        if isinstance(g, GreenToken):
-            continue
+    for g in _subtree(body):
         if g.kind == K.ASSIGN_STMT:
             _first_name(g, K.NAME, out)
         elif g.kind == K.REF_EXPR and _is_mut_ref(g):
             _first_name(g, K.NAME_REF, out)
-        stack.extend(c for c in g.children if isinstance(c, GreenNode))
     return out
+
+
+def _subtree(root: GreenNode) -> Iterator[GreenNode]:
+    """Every green node under ``root``, ``root`` included (an explicit stack: no recursion on
+    the tree's depth)."""
+    stack = [root]
+    while stack:
+        g = stack.pop()
+        yield g
+        stack.extend(c for c in g.children if isinstance(c, GreenNode))
 
 
 def _is_mut_ref(g: GreenNode) -> bool:
@@ -162,12 +167,7 @@ def called_names(body: GreenNode) -> set[str]:
     """The names called anywhere inside a body (``transfer``, user functions ...): a loop
     whose body may have effects is built as an effectful loop."""
     out: set[str] = set()
-    stack: list[GreenNode | GreenToken] = [body]
-    while stack:
-        g = stack.pop()
-        if isinstance(g, GreenToken):
-            continue
+    for g in _subtree(body):
         if g.kind == K.CALL_EXPR:
             _first_name(g, K.NAME_REF, out)
-        stack.extend(c for c in g.children if isinstance(c, GreenNode))
     return out
