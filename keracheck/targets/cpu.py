@@ -101,6 +101,8 @@ def best_isa() -> str:
 #: a batch is split into parallel builds only when each gets at least this many functions
 #: (a gcc process costs ~40 ms before it compiles anything)
 MIN_PER_BUILD = 6
+#: no entry points emitted ahead: a build emits its translation unit itself
+NONE_MADE: Mapping[str, Body] = {}
 
 
 def balance(weights: Mapping[str, float], k: int) -> list[list[str]]:
@@ -189,21 +191,15 @@ class _CBackend:
         # build times differ by 20x and more) and assembled from it
         made = c.bodies(fns, self.isa)
         parts = balance({x: build_cost(made[f"kera_{x}"][0]) for x in fns}, k)
-        self._made = made
-        try:
-            with ThreadPoolExecutor(max_workers=len(parts)) as pool:
-                built = list(pool.map(lambda p: self._build_groups({x: fns[x] for x in p}), parts))
-        finally:
-            self._made = {}
+        with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+            built = list(
+                pool.map(lambda p: self._build_groups({x: fns[x] for x in p}, made), parts)
+            )
         return {sym: b for part in built for sym, b in part.items()}
 
-    #: the emitted entry points of the batch being split (:meth:`_build_parallel`)
-    _made: Mapping[str, Body] = {}
-
-    def _source(self, fns: Mapping[str, Function]) -> c.CSource:
-        """The translation unit of fns: assembled from the batch's emitted entry points when
-        it has them (the same text as ``c.emit``), else emitted."""
-        made = self._made
+    def _source(self, fns: Mapping[str, Function], made: Mapping[str, Body]) -> c.CSource:
+        """The translation unit of fns: assembled from the batch's emitted entry points
+        ``made`` when it has them all (the same text as ``c.emit``), else emitted."""
         if made and all(f"kera_{x}" in made for x in fns):
             return c.assemble(fns, made, isa=self.isa)
         return c.emit(fns, isa=self.isa)
@@ -234,7 +230,8 @@ class _CBackend:
         raises BackendError when gcc fails."""
         return self._build(_symbols([(fn, {}) for fn in fns]))
 
-    def _build(self, fns: Mapping[str, Function]) -> Path:
+    def _build(self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE) -> Path:
+        """One artifact of ``fns``; ``made``: entry points already emitted (see _source)."""
         raise NotImplementedError
 
     def _execute(
@@ -242,20 +239,22 @@ class _CBackend:
     ) -> list[Outputs | Exception]:
         raise NotImplementedError
 
-    def _build_groups(self, fns: Mapping[str, Function]) -> dict[str, _Built | Exception]:
+    def _build_groups(
+        self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE
+    ) -> dict[str, _Built | Exception]:
         """Entry symbol -> (artifact, index of the entry in it): one artifact for the batch; if
         gcc fails on it, the batch is bisected, so a function that fails alone gets its error
         and the others still share a few artifacts (O(failures x log n) extra builds)."""
         try:
-            art = self._build(fns)
+            art = self._build(fns, made)
             return {f"kera_{k}": (art, i) for i, k in enumerate(fns)}
         except BackendError as e:
             if len(fns) == 1:
                 return {f"kera_{k}": e for k in fns}
         keys = list(fns)
         half = len(keys) // 2
-        out = self._build_groups({k: fns[k] for k in keys[:half]})
-        return out | self._build_groups({k: fns[k] for k in keys[half:]})
+        out = self._build_groups({k: fns[k] for k in keys[:half]}, made)
+        return out | self._build_groups({k: fns[k] for k in keys[half:]}, made)
 
     def artifacts(self, fn: Function) -> dict[str, str]:
         return c.emit([fn], isa=self.isa, name=c.c_ident(fn.name)).files()
@@ -283,8 +282,8 @@ class CpuTarget(_CBackend):
     def versions(self) -> dict[str, str]:
         return {"gcc": self.gcc.version(), "isa": self.isa, "lanes": str(c.ISAS[self.isa].lanes)}
 
-    def _build(self, fns: Mapping[str, Function]) -> Path:
-        src = self._source(fns)
+    def _build(self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE) -> Path:
+        src = self._source(fns, made)
         flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags]
         return self.gcc.build(src.files(), flags, "shared", self.timeout)
 
@@ -382,8 +381,8 @@ class QemuTarget(_CBackend):
         src = c.emit([fn], isa=self.isa, name=c.c_ident(fn.name))
         return src.files() | {"main.c": abi.emit_driver(src, {_sym(fn): fn})}
 
-    def _build(self, fns: Mapping[str, Function]) -> Path:
-        src = self._source(fns)
+    def _build(self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE) -> Path:
+        src = self._source(fns, made)
         driver = abi.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
         flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags, *self.extra]
         files = src.files() | {"main.c": driver}

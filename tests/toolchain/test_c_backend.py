@@ -29,7 +29,7 @@ from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, Node
 from kera.ops import DYNAMIC, REGION_OPS, Op, TypeRuleError
 from keracheck.target import BackendError
-from keracheck.targets.cpu import CpuTarget, QemuTarget
+from keracheck.targets.cpu import NONE_MADE, CpuTarget, QemuTarget
 
 pytestmark = pytest.mark.toolchain
 
@@ -696,11 +696,11 @@ def test_a_function_that_fails_to_build_costs_only_its_cases(
     real = CpuTarget._build
     builds: list[int] = []
 
-    def build(self: CpuTarget, group: Any) -> Path:
+    def build(self: CpuTarget, group: Any, made: Any = NONE_MADE) -> Path:
         builds.append(len(group))
         if any(fn is poison for fn in group.values()):
             raise BackendError("gcc failed (simulated)")
-        return real(self, group)
+        return real(self, group, made)
 
     monkeypatch.setattr(CpuTarget, "_build", build)
     x = np.array([1, -2, 2**31 - 1], dtype=np.int32)
