@@ -61,7 +61,7 @@ from kera.ir import Function  # noqa: E402
 from keracheck.fuzz import policies, select_targets  # noqa: E402
 from keracheck.fuzz.engine import Campaign, Finding, Options, common_ops  # noqa: E402
 from keracheck.fuzz.strategies import Drawn, batches  # noqa: E402
-from keracheck.targets.cpu import CpuTarget  # noqa: E402
+from keracheck.targets.cpu import NONE_MADE, CpuTarget  # noqa: E402
 
 PLANTED = ROOT / "tests" / "quality" / "planted.py"
 CLONE = ROOT / "tests" / "unit" / "plugins" / "fake_targets.py"
@@ -74,7 +74,7 @@ class CpuContract(CpuTarget):
         super().__init__()
         self.name = "cpu-contract"
 
-    def _build(self, fns: Mapping[str, Function]) -> Path:
+    def _build(self, fns: Mapping[str, Function], made: Mapping[str, Any] = NONE_MADE) -> Path:
         src = c.emit(fns, isa=self.isa)
         pinned = [f for f in c.PINNED_FLAGS if f != "-ffp-contract=off"]
         flags = [*pinned, "-ffp-contract=fast", *c.ISAS[self.isa].flags]

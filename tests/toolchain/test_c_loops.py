@@ -35,7 +35,7 @@ from kera.dtypes import DType
 from kera.interp import interpret
 from kera.ir import Function, FunctionBuilder, Node, loop, loop_body, make_node, start_vector
 from keracheck.inputs import generate
-from keracheck.targets.cpu import CpuTarget
+from keracheck.targets.cpu import NONE_MADE, CpuTarget
 
 Array = np.ndarray[Any, Any]
 F32, F64, I32, I64, U32, U64, BOOL = (
@@ -314,7 +314,7 @@ class _Unrolled(CpuTarget):
     """The host's best level built at -O3 -funroll-loops instead of the pinned -O2: users build
     our C with their own optimisation level, and loops must still keep their order."""
 
-    def _build(self, fns: Mapping[str, Function]) -> Path:
+    def _build(self, fns: Mapping[str, Function], made: Mapping[str, Any] = NONE_MADE) -> Path:
         src = c.emit(fns, isa=self.isa)
         flags = ["-O3", "-funroll-loops", *c.PINNED_FLAGS[1:], *c.ISAS[self.isa].flags]
         return self.gcc.build(src.files(), flags, "shared", self.timeout)
