@@ -11,9 +11,10 @@
    fingerprint (a repeat is a cache hit); both rates are printed.
 3b. ``split``: the cpu target's cold build of the first ``--split-batches`` batches of a
    seed-0 campaign, one batch per build as the fuzz loop builds them, with the batch split
-   over the CPUs by function count (as before) and by the size of each function's C text
-   (``keracheck.targets.cpu.balance``), alternately batch by batch: wall and CPU seconds (the
-   compilers are this process's children, so their CPU time is counted).
+   over the CPUs by function count (as before), by the size of each function's C text
+   (``keracheck.targets.cpu.balance``) and not split (one part), alternately batch by batch:
+   wall and CPU seconds (the compilers are this process's children, so their CPU time is
+   counted).
 4. ``plugin``: graphs/s against ref and a pure-Python plugin
    (``tests/unit/plugins/fake_targets.py:Clone``, the reference interpreter behind the plugin
    interface), in warm worker processes and in this process (``--in-process``), each as a
@@ -241,11 +242,17 @@ def _by_count(weights: Mapping[str, float], k: int) -> list[list[str]]:
     return [keys[len(keys) * j // k : len(keys) * (j + 1) // k] for j in range(k)]
 
 
+def _one_part(weights: Mapping[str, float], k: int) -> list[list[str]]:
+    """The batch as one translation unit, whatever the CPUs."""
+    return [list(weights)]
+
+
 def bench_split(count: int, root: Path) -> None:
     """The cpu target's build of the first ``count`` fuzzed batches (cold, one batch per
-    build, as the fuzz loop builds them), its parts split by function count (before) and by
-    the size of their C text (``cpu.balance``), batch by batch alternately: wall seconds
-    (what the fuzz loop waits) and CPU seconds of the compilers."""
+    build, as the fuzz loop builds them), its parts split by function count (before), by
+    the size of their C text (``cpu.balance``) and as one part (the tile helpers and prelude
+    built once: less CPU, more wall), batch by batch alternately: wall seconds (what the fuzz
+    loop waits) and CPU seconds of the compilers."""
     import keracheck.targets.cpu as cpu_mod
 
     targets, _ = select_targets(["ref", "cpu"], [])
@@ -254,7 +261,7 @@ def bench_split(count: int, root: Path) -> None:
     if cpu.available() is not None:
         print(f"split     cpu unavailable: {cpu.available()}")
         return
-    ways = {"count": _by_count, "text": cpu_mod.balance}
+    ways = {"count": _by_count, "text": cpu_mod.balance, "one": _one_part}
     wall = dict.fromkeys(ways, 0.0)
     used = dict.fromkeys(ways, 0.0)
     for i, fns in enumerate(todo):

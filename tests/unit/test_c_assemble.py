@@ -41,4 +41,4 @@ def test_balance_splits_by_weight_and_keeps_the_order() -> None:
     assert balance(w, 2) == parts  # the same split every time
     assert sorted(x for p in balance(w, 4) for x in p) == sorted(w)
     assert balance({"a": 1.0}, 3) == [["a"]]  # no empty parts
-    assert build_cost("x" * 20) > 2 * build_cost("x" * 10)
+    assert build_cost("x" * 20) == 2 * build_cost("x" * 10) > 0  # linear in the C text

@@ -232,12 +232,35 @@ def test_large_tiles_use_a_reused_arena() -> None:
     assert 1 < len(offsets) < 5
 
 
+def test_elementwise_nodes_call_one_shared_helper_and_moves_stay_loops() -> None:
+    """What keeps gcc's time per fuzzed function down (issue 20): a node over several elements
+    is one call of ``k_<op>_<dtype>_n``, defined once per translation unit however many nodes
+    and functions use it, and a non-inlined function; element-moving loops carry ``K_ROLLED``
+    (gcc's ``unroll 1``), so no node's loop is unrolled into straight-line code.  Nothing in
+    that changes what is computed (pinned flags, no optimize attributes: FORBIDDEN above)."""
+
+    def chain(name: str) -> Function:
+        b = FunctionBuilder(name)
+        x = b.param("x", D.F64, [2, 3])
+        y = b.op("mul", b.op("add", x, x), b.op("broadcast", b.const(0.5, D.F64), shape=[2, 3]))
+        return b.build(b.op("add", y, x), b.op("sqrt", y))
+
+    text = c.emit({"f": chain("f"), "g": chain("g")}, isa="avx512").c
+    assert len(re.findall(r"\bk_add_f64_n\(6, \w+, \w+, \w+\);", text)) == 4
+    assert text.count("static K_NOINLINE void k_add_f64_n(size_t n, kf64 *r,") == 1
+    assert text.count("static K_NOINLINE void k_canon_f64_n(") == 1  # sqrt's result, cleaned
+    assert not re.search(r"for \(size_t j = 0; j < \d+; j\+\+\)\n +\w+\[j\] = k_", text)
+    assert "K_ROLLED\n" in text and '#define K_ROLLED _Pragma("GCC unroll 1")' in text
+    heads = re.findall(r"^ *(\S.*)\n *for \(size_t k_a\d", text, re.M)
+    assert heads and set(heads) == {"K_ROLLED"}
+
+
 def test_reshape_is_an_alias() -> None:
     b = FunctionBuilder("rs")
     x = b.param("x", D.I32, [2, 3])
     text = c.emit([b.build(b.op("neg", b.op("reshape", x, shape=[6])))]).c
     assert "reshape" not in text
-    assert "k_neg_i32(t0[j])" in text
+    assert "k_neg_i32_n(6, t2, t0);" in text  # the reshape's tile is its input's, t0
 
 
 def test_arena_allocator_reuses_and_merges() -> None:

@@ -8,26 +8,37 @@
 /* golden: helpers.c base_u64 */
 /* golden: helpers.c base_f32 */
 /* golden: helpers.c k_bitcast_f32_u32 */
+/* golden: helpers.c k_bitcast_f32_u32_n */
 /* golden: helpers.c k_convert_f32_i32 */
+/* golden: helpers.c k_convert_f32_i32_n */
 /* golden: helpers.c k_convert_f32_u64 */
+/* golden: helpers.c k_convert_f32_u64_n */
 /* golden: helpers.c k_convert_i32_i64 */
+/* golden: helpers.c k_convert_i32_i64_n */
 /* golden: helpers.c k_convert_i64_i64 */
 /* golden: helpers.c k_div_i64 */
+/* golden: helpers.c k_div_i64_n */
 /* golden: helpers.c k_floor_f32 */
+/* golden: helpers.c k_floor_f32_n */
 /* golden: helpers.c k_lt_f32 */
+/* golden: helpers.c k_lt_f32_n */
 /* golden: helpers.c k_select_f32 */
+/* golden: helpers.c k_select_f32_n */
 /* golden: helpers.c k_shr_i64 */
+/* golden: helpers.c k_shr_i64_n */
 int kera_conversions(size_t n, const float *p_x, const int64_t *p_s, uint64_t *out0, int64_t *out1, uint32_t *out2)
 {
     if (!k_fpenv_ok())
         return KERA_E_FPENV;
     /* c7 = iota(axis=1, shape=[2, 2], to=i64) : i64[2, 2] */
     ku64 c7[4];
+    K_ROLLED
     for (size_t j = 0; j < 4; j++)
         c7[j] = k_convert_i64_i64(K_SPLAT(ku64, (uint64_t)(j % 2)));
     /* c11 = const() : f32[2, 2] */
     kf32 c11[4];
     static const uint32_t c11_bits[4] = {0x80000000u, 0x80000000u, 0x80000000u, 0x80000000u};
+    K_ROLLED
     for (size_t j = 0; j < 4; j++)
         c11[j] = k_float_f32(K_SPLAT(ku32, c11_bits[j]));
     for (size_t k_row = 0; k_row < n; k_row += KERA_LANES) {
@@ -38,50 +49,43 @@ int kera_conversions(size_t n, const float *p_x, const int64_t *p_s, uint64_t *o
         k_load32(t0, p_x, k_row, k_cnt, 4);
         /* t1 = floor(t0) : f32[2, 2] */
         kf32 t1[4];
-        for (size_t j = 0; j < 4; j++)
-            t1[j] = k_floor_f32(t0[j]);
+        k_floor_f32_n(4, t1, t0);
         /* t2 = convert(t1, to=u64) : u64[2, 2] */
         ku64 t2[4];
-        for (size_t j = 0; j < 4; j++)
-            t2[j] = k_convert_f32_u64(t1[j]);
+        k_convert_f32_u64_n(4, t2, t1);
         /* t3 = param(index=1, name=s) : i64[2, 2] */
         ku64 t3[4];
         k_load64(t3, p_s, k_row, k_cnt, 4);
         /* t4 = convert(t0, to=i32) : i32[2, 2] */
         ku32 t4[4];
-        for (size_t j = 0; j < 4; j++)
-            t4[j] = k_convert_f32_i32(t0[j]);
+        k_convert_f32_i32_n(4, t4, t0);
         /* t5 = convert(t4, to=i64) : i64[2, 2] */
         ku64 t5[4];
-        for (size_t j = 0; j < 4; j++)
-            t5[j] = k_convert_i32_i64(t4[j]);
+        k_convert_i32_i64_n(4, t5, t4);
         /* t6 = shr(t3, t5) : i64[2, 2] */
         ku64 t6[4];
-        for (size_t j = 0; j < 4; j++)
-            t6[j] = k_shr_i64(t3[j], t5[j]);
+        k_shr_i64_n(4, t6, t3, t5);
         /* t8 = div(t6, c7) : i64[2, 2] */
         ku64 t8[4];
-        for (size_t j = 0; j < 4; j++)
-            t8[j] = k_div_i64(t6[j], c7[j]);
+        k_div_i64_n(4, t8, t6, c7);
         /* t9 = transpose(t0, perm=[1, 0]) : f32[2, 2] */
         kf32 t9[4];
+        K_ROLLED
         for (size_t k_a0 = 0; k_a0 < 2; k_a0++) {
+            K_ROLLED
             for (size_t k_a1 = 0; k_a1 < 2; k_a1++) {
                 t9[k_a0 * 2 + k_a1] = t0[k_a0 + k_a1 * 2];
             }
         }
         /* t10 = lt(t0, t9) : bool[2, 2] */
         ku8 t10[4];
-        for (size_t j = 0; j < 4; j++)
-            t10[j] = k_lt_f32(t0[j], t9[j]);
+        k_lt_f32_n(4, t10, t0, t9);
         /* t12 = select(t10, t0, c11) : f32[2, 2] */
         kf32 t12[4];
-        for (size_t j = 0; j < 4; j++)
-            t12[j] = k_select_f32(t10[j], t0[j], c11[j]);
+        k_select_f32_n(4, t12, t10, t0, c11);
         /* t13 = bitcast(t12, to=u32) : u32[2, 2] */
         ku32 t13[4];
-        for (size_t j = 0; j < 4; j++)
-            t13[j] = k_bitcast_f32_u32(t12[j]);
+        k_bitcast_f32_u32_n(4, t13, t12);
         k_store64(out0, t2, k_row, k_cnt, 4);
         k_store64(out1, t8, k_row, k_cnt, 4);
         k_store32(out2, t13, k_row, k_cnt, 4);

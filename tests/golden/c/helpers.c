@@ -49,6 +49,13 @@ static inline kf32 k_add_f32(kf32 a, kf32 b)
     return a + b;
 }
 
+/* ---- k_add_f32_n */
+static K_NOINLINE void k_add_f32_n(size_t n, kf32 *r, const kf32 *a, const kf32 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_add_f32(a[j], b[j]);
+}
+
 /* ---- k_add_f64 */
 static inline kf64 k_add_f64(kf64 a, kf64 b)
 {
@@ -59,6 +66,27 @@ static inline kf64 k_add_f64(kf64 a, kf64 b)
 static inline ku32 k_bitcast_f32_u32(kf32 x)
 {
     return k_bits_f32(x);
+}
+
+/* ---- k_bitcast_f32_u32_n */
+static K_NOINLINE void k_bitcast_f32_u32_n(size_t n, ku32 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_bitcast_f32_u32(a[j]);
+}
+
+/* ---- k_canon_f32_n */
+static K_NOINLINE void k_canon_f32_n(size_t n, kf32 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_canon_f32(a[j]);
+}
+
+/* ---- k_canon_f64_n */
+static K_NOINLINE void k_canon_f64_n(size_t n, kf64 *r, const kf64 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_canon_f64(a[j]);
 }
 
 /* ---- k_convert_f32_i32 */
@@ -72,6 +100,13 @@ static inline ku32 k_convert_f32_i32(kf32 x)
     return (v & ok) | (hi & 0x7fffffffu) | (lo & 0x80000000u);
 }
 
+/* ---- k_convert_f32_i32_n */
+static K_NOINLINE void k_convert_f32_i32_n(size_t n, ku32 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_convert_f32_i32(a[j]);
+}
+
 /* ---- k_convert_f32_u64 */
 static inline ku64 k_convert_f32_u64(kf32 x)
 {
@@ -83,10 +118,24 @@ static inline ku64 k_convert_f32_u64(kf32 x)
     return (v & (0u - K_CVT(ok & 1u, ku64))) | ((0u - K_CVT(hi & 1u, ku64)) & UINT64_C(0xffffffffffffffff));
 }
 
+/* ---- k_convert_f32_u64_n */
+static K_NOINLINE void k_convert_f32_u64_n(size_t n, ku64 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_convert_f32_u64(a[j]);
+}
+
 /* ---- k_convert_i32_i64 */
 static inline ku64 k_convert_i32_i64(ku32 x)
 {
     return (ku64)K_CVT(k_signed_i32(x), ks64);
+}
+
+/* ---- k_convert_i32_i64_n */
+static K_NOINLINE void k_convert_i32_i64_n(size_t n, ku64 *r, const ku32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_convert_i32_i64(a[j]);
 }
 
 /* ---- k_convert_i64_i64 */
@@ -105,6 +154,13 @@ static inline ku64 k_div_i64(ku64 a, ku64 b)
     return q & ~z;
 }
 
+/* ---- k_div_i64_n */
+static K_NOINLINE void k_div_i64_n(size_t n, ku64 *r, const ku64 *a, const ku64 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_div_i64(a[j], b[j]);
+}
+
 /* ---- k_floor_f32 */
 static inline kf32 k_floor_f32(kf32 a)
 {
@@ -120,10 +176,24 @@ static inline kf32 k_floor_f32(kf32 a)
     return k_float_f32(out);
 }
 
+/* ---- k_floor_f32_n */
+static K_NOINLINE void k_floor_f32_n(size_t n, kf32 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_floor_f32(a[j]);
+}
+
 /* ---- k_lt_f32 */
 static inline ku8 k_lt_f32(kf32 a, kf32 b)
 {
     return K_CVT(K_C32(a, <, b) & 1u, ku8);
+}
+
+/* ---- k_lt_f32_n */
+static K_NOINLINE void k_lt_f32_n(size_t n, ku8 *r, const kf32 *a, const kf32 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_lt_f32(a[j], b[j]);
 }
 
 /* ---- k_max_f64 */
@@ -140,6 +210,13 @@ static inline kf64 k_max_f64(kf64 a, kf64 b)
 static inline kf32 k_mul_f32(kf32 a, kf32 b)
 {
     return a * b;
+}
+
+/* ---- k_mul_f32_n */
+static K_NOINLINE void k_mul_f32_n(size_t n, kf32 *r, const kf32 *a, const kf32 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_mul_f32(a[j], b[j]);
 }
 
 /* ---- k_mul_f64 */
@@ -160,9 +237,23 @@ static inline kf32 k_select_f32(ku8 c, kf32 a, kf32 b)
     return k_sel_f32(0u - K_CVT(c, ku32), a, b);
 }
 
+/* ---- k_select_f32_n */
+static K_NOINLINE void k_select_f32_n(size_t n, kf32 *r, const ku8 *a, const kf32 *b, const kf32 *c)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_select_f32(a[j], b[j], c[j]);
+}
+
 /* ---- k_shr_i64 */
 static inline ku64 k_shr_i64(ku64 a, ku64 b)
 {
     ku64 g = 0u - (a >> 63);
     return ((a ^ g) >> (b & 63u)) ^ g;
+}
+
+/* ---- k_shr_i64_n */
+static K_NOINLINE void k_shr_i64_n(size_t n, ku64 *r, const ku64 *a, const ku64 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_shr_i64(a[j], b[j]);
 }

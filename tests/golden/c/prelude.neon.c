@@ -17,6 +17,19 @@
 #if !defined(__GNUC__) || defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
+/* Compile time, not semantics: helpers over whole tiles (k_<op>_<type>_n, lane-by-lane loads
+   and stores) are functions of their own, built once per unit, and loops that move elements
+   stay loops (not unrolled into every node's code).  Neither changes what is computed. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define K_NOINLINE __attribute__((noinline, noclone, unused))
+#define K_ROLLED _Pragma("GCC unroll 1")
+#elif defined(__GNUC__)
+#define K_NOINLINE __attribute__((noinline, unused))
+#define K_ROLLED
+#else
+#define K_NOINLINE
+#define K_ROLLED
+#endif
 
 /* vector lanes: KERA_LANES batch rows per block, GCC vector types */
 #define KERA_LANES 4
@@ -55,16 +68,9 @@ static int k_fpenv_ok(void)
     return fegetround() == FE_TONEAREST;
 }
 
-static inline void k_load8(void *t, const void *src, size_t row, size_t cnt, size_t size)
+static K_NOINLINE void k_load8_n(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
     const unsigned char *s = (const unsigned char *)src;
-    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
-        ku8 v;
-        memcpy(&v, s + row * 1, sizeof v);
-        v = (ku8)(v != (ku8){0}) & 1u;
-        memcpy(t, &v, sizeof v);
-        return;
-    }
     for (size_t j = 0; j < size; j++) {
         ku8 v = {0};
         for (size_t l = 0; l < cnt; l++) {
@@ -76,13 +82,21 @@ static inline void k_load8(void *t, const void *src, size_t row, size_t cnt, siz
     }
 }
 
-static inline void k_store8(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+static inline void k_load8(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
-    unsigned char *d = (unsigned char *)dst;
-    if (size == 1 && cnt == KERA_LANES) {
-        memcpy(d + row * 1, t, sizeof(ku8));
+    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
+        ku8 v;
+        memcpy(&v, (const unsigned char *)src + row * 1, sizeof v);
+        v = (ku8)(v != (ku8){0}) & 1u;
+        memcpy(t, &v, sizeof v);
         return;
     }
+    k_load8_n(t, src, row, cnt, size); /* element by element, lane by lane */
+}
+
+static K_NOINLINE void k_store8_n(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    unsigned char *d = (unsigned char *)dst;
     for (size_t j = 0; j < size; j++) {
         ku8 v;
         memcpy(&v, (const unsigned char *)t + j * sizeof v, sizeof v);
@@ -93,15 +107,18 @@ static inline void k_store8(void *dst, const void *t, size_t row, size_t cnt, si
     }
 }
 
-static inline void k_load32(void *t, const void *src, size_t row, size_t cnt, size_t size)
+static inline void k_store8(void *dst, const void *t, size_t row, size_t cnt, size_t size)
 {
-    const unsigned char *s = (const unsigned char *)src;
-    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
-        ku32 v;
-        memcpy(&v, s + row * 4, sizeof v);
-        memcpy(t, &v, sizeof v);
+    if (size == 1 && cnt == KERA_LANES) {
+        memcpy((unsigned char *)dst + row * 1, t, sizeof(ku8));
         return;
     }
+    k_store8_n(dst, t, row, cnt, size);
+}
+
+static K_NOINLINE void k_load32_n(void *t, const void *src, size_t row, size_t cnt, size_t size)
+{
+    const unsigned char *s = (const unsigned char *)src;
     for (size_t j = 0; j < size; j++) {
         ku32 v = {0};
         for (size_t l = 0; l < cnt; l++) {
@@ -113,13 +130,20 @@ static inline void k_load32(void *t, const void *src, size_t row, size_t cnt, si
     }
 }
 
-static inline void k_store32(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+static inline void k_load32(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
-    unsigned char *d = (unsigned char *)dst;
-    if (size == 1 && cnt == KERA_LANES) {
-        memcpy(d + row * 4, t, sizeof(ku32));
+    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
+        ku32 v;
+        memcpy(&v, (const unsigned char *)src + row * 4, sizeof v);
+        memcpy(t, &v, sizeof v);
         return;
     }
+    k_load32_n(t, src, row, cnt, size); /* element by element, lane by lane */
+}
+
+static K_NOINLINE void k_store32_n(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    unsigned char *d = (unsigned char *)dst;
     for (size_t j = 0; j < size; j++) {
         ku32 v;
         memcpy(&v, (const unsigned char *)t + j * sizeof v, sizeof v);
@@ -130,15 +154,18 @@ static inline void k_store32(void *dst, const void *t, size_t row, size_t cnt, s
     }
 }
 
-static inline void k_load64(void *t, const void *src, size_t row, size_t cnt, size_t size)
+static inline void k_store32(void *dst, const void *t, size_t row, size_t cnt, size_t size)
 {
-    const unsigned char *s = (const unsigned char *)src;
-    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
-        ku64 v;
-        memcpy(&v, s + row * 8, sizeof v);
-        memcpy(t, &v, sizeof v);
+    if (size == 1 && cnt == KERA_LANES) {
+        memcpy((unsigned char *)dst + row * 4, t, sizeof(ku32));
         return;
     }
+    k_store32_n(dst, t, row, cnt, size);
+}
+
+static K_NOINLINE void k_load64_n(void *t, const void *src, size_t row, size_t cnt, size_t size)
+{
+    const unsigned char *s = (const unsigned char *)src;
     for (size_t j = 0; j < size; j++) {
         ku64 v = {0};
         for (size_t l = 0; l < cnt; l++) {
@@ -150,13 +177,20 @@ static inline void k_load64(void *t, const void *src, size_t row, size_t cnt, si
     }
 }
 
-static inline void k_store64(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+static inline void k_load64(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
-    unsigned char *d = (unsigned char *)dst;
-    if (size == 1 && cnt == KERA_LANES) {
-        memcpy(d + row * 8, t, sizeof(ku64));
+    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
+        ku64 v;
+        memcpy(&v, (const unsigned char *)src + row * 8, sizeof v);
+        memcpy(t, &v, sizeof v);
         return;
     }
+    k_load64_n(t, src, row, cnt, size); /* element by element, lane by lane */
+}
+
+static K_NOINLINE void k_store64_n(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    unsigned char *d = (unsigned char *)dst;
     for (size_t j = 0; j < size; j++) {
         ku64 v;
         memcpy(&v, (const unsigned char *)t + j * sizeof v, sizeof v);
@@ -165,4 +199,13 @@ static inline void k_store64(void *dst, const void *t, size_t row, size_t cnt, s
             memcpy(d + ((row + l) * size + j) * 8, &w, 8);
         }
     }
+}
+
+static inline void k_store64(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    if (size == 1 && cnt == KERA_LANES) {
+        memcpy((unsigned char *)dst + row * 8, t, sizeof(ku64));
+        return;
+    }
+    k_store64_n(dst, t, row, cnt, size);
 }

@@ -17,6 +17,19 @@
 #if !defined(__GNUC__) || defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
+/* Compile time, not semantics: helpers over whole tiles (k_<op>_<type>_n, lane-by-lane loads
+   and stores) are functions of their own, built once per unit, and loops that move elements
+   stay loops (not unrolled into every node's code).  Neither changes what is computed. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define K_NOINLINE __attribute__((noinline, noclone, unused))
+#define K_ROLLED _Pragma("GCC unroll 1")
+#elif defined(__GNUC__)
+#define K_NOINLINE __attribute__((noinline, unused))
+#define K_ROLLED
+#else
+#define K_NOINLINE
+#define K_ROLLED
+#endif
 
 /* scalar lanes: one batch row per block, plain ISO C11 */
 #define KERA_LANES 1

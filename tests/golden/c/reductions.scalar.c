@@ -5,6 +5,7 @@
 /* golden: helpers.c base_i32 */
 /* golden: helpers.c base_f64 */
 /* golden: helpers.c k_add_f64 */
+/* golden: helpers.c k_canon_f64_n */
 /* golden: helpers.c k_max_f64 */
 /* golden: helpers.c k_mul_f64 */
 /* golden: helpers.c k_mul_i32 */
@@ -21,6 +22,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
         /* t1 = sum(t0, axis=1) : f64[2] */
         kf64 t1[2];
         kf64 s1[3];
+        K_ROLLED
         for (size_t k_o = 0; k_o < 2; k_o++) {
             for (size_t k = 0; k < 3; k++)
                 s1[k] = t0[k_o * 3 + k];
@@ -32,6 +34,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
         /* t2 = amax(t0, axis=0) : f64[3] */
         kf64 t2[3];
         kf64 s2[2];
+        K_ROLLED
         for (size_t k_i = 0; k_i < 3; k_i++) {
             for (size_t k = 0; k < 2; k++)
                 s2[k] = t0[k * 3 + k_i];
@@ -55,6 +58,7 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
         /* t6 = matmul(t0, t3) : f64[2, 1] */
         kf64 t6[2];
         kf64 s6[3];
+        K_ROLLED
         for (size_t k_o = 0; k_o < 2; k_o++) {
             for (size_t k = 0; k < 3; k++)
                 s6[k] = k_mul_f64(t0[k_o * 3 + k], t3[k]);
@@ -75,14 +79,10 @@ int kera_reductions(size_t n, const double *p_m, const double *p_v, const int32_
             for (size_t k = 0; k + s < m; k++)
                 s8[k] = k_mul_i32(s8[k], s8[k + s]);
         t8[0] = s8[0];
-        for (size_t j = 0; j < 2; j++)
-            t1[j] = k_canon_f64(t1[j]);
-        for (size_t j = 0; j < 3; j++)
-            t2[j] = k_canon_f64(t2[j]);
-        for (size_t j = 0; j < 1; j++)
-            t4[j] = k_canon_f64(t4[j]);
-        for (size_t j = 0; j < 2; j++)
-            t6[j] = k_canon_f64(t6[j]);
+        k_canon_f64_n(2, t1, t1);
+        k_canon_f64_n(3, t2, t2);
+        t4[0] = k_canon_f64(t4[0]);
+        k_canon_f64_n(2, t6, t6);
         k_store64(out0, t1, k_row, k_cnt, 2);
         k_store64(out1, t2, k_row, k_cnt, 3);
         k_store64(out2, t4, k_row, k_cnt, 1);

@@ -4,7 +4,10 @@
 /* golden: helpers.c base_bool */
 /* golden: helpers.c base_f32 */
 /* golden: helpers.c k_add_f32 */
+/* golden: helpers.c k_add_f32_n */
+/* golden: helpers.c k_canon_f32_n */
 /* golden: helpers.c k_mul_f32 */
+/* golden: helpers.c k_mul_f32_n */
 int kera_saxpy(size_t n, const float *p_a, const float *p_x, const float *p_y, float *out0)
 {
     if (!k_fpenv_ok())
@@ -17,6 +20,7 @@ int kera_saxpy(size_t n, const float *p_a, const float *p_x, const float *p_y, f
         k_load32(t0, p_a, k_row, k_cnt, 1);
         /* t1 = broadcast(t0, shape=[8]) : f32[8] */
         kf32 t1[8];
+        K_ROLLED
         for (size_t k_a0 = 0; k_a0 < 8; k_a0++) {
             t1[k_a0] = t0[0];
         }
@@ -25,17 +29,14 @@ int kera_saxpy(size_t n, const float *p_a, const float *p_x, const float *p_y, f
         k_load32(t2, p_x, k_row, k_cnt, 8);
         /* t3 = mul(t1, t2) : f32[8] */
         kf32 t3[8];
-        for (size_t j = 0; j < 8; j++)
-            t3[j] = k_mul_f32(t1[j], t2[j]);
+        k_mul_f32_n(8, t3, t1, t2);
         /* t4 = param(index=2, name=y) : f32[8] */
         kf32 t4[8];
         k_load32(t4, p_y, k_row, k_cnt, 8);
         /* t5 = add(t3, t4) : f32[8] */
         kf32 t5[8];
-        for (size_t j = 0; j < 8; j++)
-            t5[j] = k_add_f32(t3[j], t4[j]);
-        for (size_t j = 0; j < 8; j++)
-            t5[j] = k_canon_f32(t5[j]);
+        k_add_f32_n(8, t5, t3, t4);
+        k_canon_f32_n(8, t5, t5);
         k_store32(out0, t5, k_row, k_cnt, 8);
     }
     return KERA_OK;

@@ -57,6 +57,7 @@ from kera.backends.c.lower import (
     Region,
     Structural,
     base_helper,
+    elementwise,
 )
 from kera.dtypes import DType
 from kera.files import write_atomic
@@ -128,6 +129,19 @@ _HEAD = """\
 #endif
 #if !defined(__GNUC__) || defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#endif
+/* Compile time, not semantics: helpers over whole tiles (k_<op>_<type>_n, lane-by-lane loads
+   and stores) are functions of their own, built once per unit, and loops that move elements
+   stay loops (not unrolled into every node's code).  Neither changes what is computed. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define K_NOINLINE __attribute__((noinline, noclone, unused))
+#define K_ROLLED _Pragma("GCC unroll 1")
+#elif defined(__GNUC__)
+#define K_NOINLINE __attribute__((noinline, unused))
+#define K_ROLLED
+#else
+#define K_NOINLINE
+#define K_ROLLED
 #endif
 """
 
@@ -213,15 +227,9 @@ _NORM_SCALAR = """
         ((ku8 *)t)[j] = ((ku8 *)t)[j] != 0;"""
 
 _IO_VECTOR = string.Template("""\
-static inline void k_load$W(void *t, const void *src, size_t row, size_t cnt, size_t size)
+static K_NOINLINE void k_load${W}_n(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
     const unsigned char *s = (const unsigned char *)src;
-    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
-        ku$W v;
-        memcpy(&v, s + row * $B, sizeof v);$FAST
-        memcpy(t, &v, sizeof v);
-        return;
-    }
     for (size_t j = 0; j < size; j++) {
         ku$W v = {0};
         for (size_t l = 0; l < cnt; l++) {
@@ -233,13 +241,20 @@ static inline void k_load$W(void *t, const void *src, size_t row, size_t cnt, si
     }
 }
 
-static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+static inline void k_load$W(void *t, const void *src, size_t row, size_t cnt, size_t size)
 {
-    unsigned char *d = (unsigned char *)dst;
-    if (size == 1 && cnt == KERA_LANES) {
-        memcpy(d + row * $B, t, sizeof(ku$W));
+    if (size == 1 && cnt == KERA_LANES) { /* a full block of scalars: one vector load */
+        ku$W v;
+        memcpy(&v, (const unsigned char *)src + row * $B, sizeof v);$FAST
+        memcpy(t, &v, sizeof v);
         return;
     }
+    k_load${W}_n(t, src, row, cnt, size); /* element by element, lane by lane */
+}
+
+static K_NOINLINE void k_store${W}_n(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    unsigned char *d = (unsigned char *)dst;
     for (size_t j = 0; j < size; j++) {
         ku$W v;
         memcpy(&v, (const unsigned char *)t + j * sizeof v, sizeof v);
@@ -249,7 +264,17 @@ static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, s
         }
     }
 }
+
+static inline void k_store$W(void *dst, const void *t, size_t row, size_t cnt, size_t size)
+{
+    if (size == 1 && cnt == KERA_LANES) {
+        memcpy((unsigned char *)dst + row * $B, t, sizeof(ku$W));
+        return;
+    }
+    k_store${W}_n(dst, t, row, cnt, size);
+}
 """)
+
 
 # ---------------------------------------------------------------------------- emitted source
 
@@ -635,8 +660,11 @@ class _Entry:
         s.dirty.discard(key)
         dt, tile, size = node.dtype, s.names[id(node)], prod(node.shape)
         self.use_dtype(dt)
-        line = f"{tile}[j] = k_canon_{dt.value}({tile}[j]);"
-        s.body += [f"for (size_t j = 0; j < {size}; j++)", f"    {line}"]
+        if size == 1:
+            s.body.append(f"{tile}[0] = k_canon_{dt.value}({tile}[0]);")
+            return
+        each = elementwise(self, f"k_canon_{dt.value}", dt, [dt])
+        s.body.append(f"{each}({size}, {tile}, {tile});")
 
     def _track(self, node: Node) -> None:
         """Canonicalise the inputs node observes; record whether its own tile is dirty."""
@@ -889,7 +917,7 @@ def _move(dst: str, src: str, size: int) -> list[str]:
     """dst[j] = src[j] for every element (whole lane vectors: bits unchanged)."""
     if size == 1:
         return [f"{dst}[0] = {src}[0];"]
-    return [f"for (size_t j = 0; j < {size}; j++)", f"    {dst}[j] = {src}[j];"]
+    return ["K_ROLLED", f"for (size_t j = 0; j < {size}; j++)", f"    {dst}[j] = {src}[j];"]
 
 
 def _attr_text(v: object) -> str:

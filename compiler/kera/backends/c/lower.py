@@ -8,7 +8,8 @@ A row is one of three kinds:
   integer, ``"b"`` bool; ``"n"`` stands for both integer kinds).  A kind a row has no body for
   is one the typing rules never let the op meet.  Bodies are written once for both lane
   flavours (scalar C and GCC vectors) through the ``K_*`` macros of the prelude, with the
-  ``$``-fields of :func:`fields`; the node becomes a loop calling the helper per element.
+  ``$``-fields of :func:`fields`; the node becomes one call of ``k_<op>_<dtype>_n``, a loop
+  over its tile's elements calling the helper, a function of its own (:func:`elementwise`).
 * :class:`Structural` (leaves, convert and bitcast, reductions, dot, matmul, data movement): a
   function that returns the node's C lines, given the :class:`Cx` of the entry point being
   lowered (``kera.backends.c.emit`` drives the per-function loop, the tiles and their storage).
@@ -268,12 +269,35 @@ def call(cx: Cx, op: Op, dt: DType) -> str:
     return cx.helper(f"k_{op.value}_{dt.value}", helper_text(op, dt), dt, DType.BOOL)
 
 
+def elementwise(cx: Cx, fname: str, out: DType, ins: Sequence[DType]) -> str:
+    """The name of helper ``<fname>_n(n, r, a...)``: ``r[j] = fname(a[j]...)`` for the n
+    elements of whole tiles, included once per translation unit.
+
+    It is a function of its own (``K_NOINLINE``, a loop gcc keeps), called by every node that
+    maps ``fname`` over more than one element: inlined, gcc unrolled the loop at each node and
+    then optimised one straight-line block of every element's lane code, which cost 2-4x the
+    compile time of the same bits built this way (issue 20, docs/c-backend.md).  Each element
+    is computed by the same ``fname`` with the same operands in the same order, so the bits are
+    those of the inline loop; ``r`` may be one of the inputs (canonicalisation in place)."""
+    key = f"{fname}_n"
+    params = ", ".join(f"const {LANE[dt]} *{v}" for dt, v in zip(ins, "abc", strict=False))
+    args = ", ".join(f"{v}[j]" for v in "abc"[: len(ins)])
+    text = (
+        f"static K_NOINLINE void {key}(size_t n, {LANE[out]} *r, {params})\n{{\n"
+        f"    for (size_t j = 0; j < n; j++)\n        r[j] = {fname}({args});\n}}\n"
+    )
+    return cx.helper(key, text)
+
+
 def _map(cx: Cx, node: Node, name: str, size: int, fname: str) -> list[str]:
-    """``name[j] = fname(input[j]...)`` for every element j."""
-    j = "0" if size == 1 else "j"
-    args = ", ".join(f"{cx.tile(x)}[{j}]" for x in node.inputs)
-    line = f"{name}[{j}] = {fname}({args});"
-    return [line] if size == 1 else [f"for (size_t j = 0; j < {size}; j++)", f"    {line}"]
+    """``name[j] = fname(input[j]...)`` for every element j: one call of its
+    :func:`elementwise` helper (inline for a single element)."""
+    if size == 1:
+        args = ", ".join(f"{cx.tile(x)}[0]" for x in node.inputs)
+        return [f"{name}[0] = {fname}({args});"]
+    each = elementwise(cx, fname, node.dtype, [x.dtype for x in node.inputs])
+    tiles = ", ".join(cx.tile(x) for x in node.inputs)
+    return [f"{each}({size}, {name}, {tiles});"]
 
 
 # ---------------------------------------------------------------------------- helper bodies
@@ -397,6 +421,7 @@ def _const(cx: Cx, node: Node, name: str, size: int) -> list[str]:
     table = ", ".join(vals)
     return [
         f"static const uint{w}_t {name}_bits[{size}] = {{{table}}};",
+        "K_ROLLED",
         f"for (size_t j = 0; j < {size}; j++)",
         f"    {name}[j] = {wrap}(K_SPLAT(ku{w}, {name}_bits[j]));",
     ]
@@ -414,6 +439,7 @@ def _iota(cx: Cx, node: Node, name: str, size: int) -> list[str]:
         else f"(uint64_t)(j % {shape[axis]})"
     )
     return [
+        "K_ROLLED",
         f"for (size_t j = 0; j < {size}; j++)",
         f"    {name}[j] = {cvt}(K_SPLAT(ku64, {idx}));",
     ]
@@ -530,11 +556,13 @@ def _lin(terms: Sequence[tuple[str, int]], base: int = 0) -> str:
 
 
 def _nest(loops: Sequence[tuple[str, int]], body: list[str]) -> list[str]:
-    """Wrap body in `for` loops, skipping loops of one iteration (their index is unused)."""
+    """Wrap body in `for` loops, skipping loops of one iteration (their index is unused); each
+    stays a loop (``K_ROLLED``: unrolled at every node, they were most of gcc's time)."""
     for var, n in reversed(loops):
         if n == 1:
             continue
         body = [
+            "K_ROLLED",
             f"for (size_t {var} = 0; {var} < {n}; {var}++) {{",
             *(f"    {x}" for x in body),
             "}",

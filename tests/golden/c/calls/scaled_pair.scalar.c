@@ -17,16 +17,37 @@ static inline kf32 k_canon_f32(kf32 x) /* every NaN -> the positive canonical qu
     return k_float_f32((k_bits_f32(x) & ~m) | (0x7fc00000u & m));
 }
 
+/* ---- k_canon_f32_n */
+static K_NOINLINE void k_canon_f32_n(size_t n, kf32 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_canon_f32(a[j]);
+}
+
 /* ---- k_mul_f32 */
 static inline kf32 k_mul_f32(kf32 a, kf32 b)
 {
     return a * b;
 }
 
+/* ---- k_mul_f32_n */
+static K_NOINLINE void k_mul_f32_n(size_t n, kf32 *r, const kf32 *a, const kf32 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_mul_f32(a[j], b[j]);
+}
+
 /* ---- k_sub_f32 */
 static inline kf32 k_sub_f32(kf32 a, kf32 b)
 {
     return a - b;
+}
+
+/* ---- k_sub_f32_n */
+static K_NOINLINE void k_sub_f32_n(size_t n, kf32 *r, const kf32 *a, const kf32 *b)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_sub_f32(a[j], b[j]);
 }
 
 int kera_scaled_pair(size_t n, const float *p_x, const float *p_s, float *out0)
@@ -45,25 +66,23 @@ int kera_scaled_pair(size_t n, const float *p_x, const float *p_s, float *out0)
         /* call 0: scaled(t0, t1) */
         /* t0_2 = broadcast(t1, shape=[4]) : f32[4] */
         kf32 t0_2[4];
+        K_ROLLED
         for (size_t k_a0 = 0; k_a0 < 4; k_a0++) {
             t0_2[k_a0] = t1[0];
         }
         /* t0_3 = mul(t0, t0_2) : f32[4] */
         kf32 t0_3[4];
-        for (size_t j = 0; j < 4; j++)
-            t0_3[j] = k_mul_f32(t0[j], t0_2[j]);
-        for (size_t j = 0; j < 4; j++)
-            t0_3[j] = k_canon_f32(t0_3[j]);
+        k_mul_f32_n(4, t0_3, t0, t0_2);
+        k_canon_f32_n(4, t0_3, t0_3);
         kf32 t0_r1[4];
+        K_ROLLED
         for (size_t j = 0; j < 4; j++)
             t0_r1[j] = t0[j];
         /* call 0 returns (t0_3, t0_r1) */
         /* t4 = sub(t0_3, t0_r1) : f32[4] */
         kf32 t4[4];
-        for (size_t j = 0; j < 4; j++)
-            t4[j] = k_sub_f32(t0_3[j], t0_r1[j]);
-        for (size_t j = 0; j < 4; j++)
-            t4[j] = k_canon_f32(t4[j]);
+        k_sub_f32_n(4, t4, t0_3, t0_r1);
+        k_canon_f32_n(4, t4, t4);
         k_store32(out0, t4, k_row, k_cnt, 4);
     }
     return KERA_OK;

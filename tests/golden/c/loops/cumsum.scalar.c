@@ -61,6 +61,7 @@ int kera_cumsum(size_t n, const float *p_x, const int32_t *p_at, float *out0)
         (void)k_cnt;
         /* t1 = broadcast(c0, shape=[4]) : f32[4] */
         kf32 t1[4];
+        K_ROLLED
         for (size_t k_a0 = 0; k_a0 < 4; k_a0++) {
             t1[k_a0] = c0[0];
         }
@@ -74,6 +75,7 @@ int kera_cumsum(size_t n, const float *p_x, const int32_t *p_at, float *out0)
         kf32 *L0c0 = L0a0, *L0n0 = L0b0;
         kf32 L0a1[4];
         kf32 L0b1[4];
+        K_ROLLED
         for (size_t j = 0; j < 4; j++)
             L0a1[j] = t1[j];
         kf32 *L0c1 = L0a1, *L0n1 = L0b1;
@@ -88,9 +90,9 @@ int kera_cumsum(size_t n, const float *p_x, const int32_t *p_at, float *out0)
             }
             /* L0n0 = add(L0c0, t0_4) : f32 */
             L0n0[0] = k_add_f32(L0c0[0], t0_4[0]);
-            for (size_t j = 0; j < 1; j++)
-                L0n0[j] = k_canon_f32(L0n0[j]);
+            L0n0[0] = k_canon_f32(L0n0[0]);
             /* L0n1 = dynamic_update_slice(L0c1, L0n0, L0i) : f32[4] */
+            K_ROLLED
             for (size_t k_a0 = 0; k_a0 < 4; k_a0++) {
                 L0n1[k_a0] = L0c1[k_a0];
             }
@@ -108,6 +110,7 @@ int kera_cumsum(size_t n, const float *p_x, const int32_t *p_at, float *out0)
         kf32 t6[2];
         for (size_t k_l = 0; k_l < KERA_LANES; k_l++) { /* row by row */
             size_t k_at = k_dyn_at(t4, 0, k_l, 2);
+            K_ROLLED
             for (size_t k_a0 = 0; k_a0 < 2; k_a0++) {
                 k_lane_move(t6, k_a0, L0a1, k_at + k_a0, k_l, 4);
             }

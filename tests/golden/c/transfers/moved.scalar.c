@@ -23,6 +23,13 @@ static inline kf32 k_neg_f32(kf32 a)
     return k_float_f32(k_bits_f32(a) ^ 0x80000000u);
 }
 
+/* ---- k_neg_f32_n */
+static K_NOINLINE void k_neg_f32_n(size_t n, kf32 *r, const kf32 *a)
+{
+    for (size_t j = 0; j < n; j++)
+        r[j] = k_neg_f32(a[j]);
+}
+
 int kera_moved(size_t n, const float *p_x, float *out0)
 {
     if (!k_fpenv_ok())
@@ -35,15 +42,16 @@ int kera_moved(size_t n, const float *p_x, float *out0)
         k_load32(t0, p_x, k_row, k_cnt, 4);
         /* t1 = transfer(t0, from=host, seq=0, to=device) : f32[4] */
         kf32 t1[4];
+        K_ROLLED
         for (size_t k_a0 = 0; k_a0 < 4; k_a0++) {
             t1[k_a0] = t0[k_a0];
         }
         /* t2 = neg(t1) : f32[4] */
         kf32 t2[4];
-        for (size_t j = 0; j < 4; j++)
-            t2[j] = k_neg_f32(t1[j]);
+        k_neg_f32_n(4, t2, t1);
         /* t3 = transfer(t2, from=device, seq=1, to=host) : f32[4] */
         kf32 t3[4];
+        K_ROLLED
         for (size_t k_a0 = 0; k_a0 < 4; k_a0++) {
             t3[k_a0] = t2[k_a0];
         }
