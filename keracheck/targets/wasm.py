@@ -10,7 +10,7 @@ lower fails alone, with a :class:`~keracheck.target.BackendError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -118,22 +118,34 @@ class WasmBackend:
         return result
 
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
-        results: list[Outputs | Exception | None] = [None] * len(cases)
         fns: dict[str, Function] = {}
-        for i, (fn, _) in enumerate(cases):
-            err = self._compile_error(fn)
-            if err is not None:
-                results[i] = err
-            else:
-                fns.setdefault(fn.fingerprint, fn)
+        for fn, _ in cases:
+            fns.setdefault(fn.fingerprint, fn)
+        program: Program | None
+        failed: dict[str, Exception] = {}
+        try:
+            program = self._module(list(fns.values()))
+        except WasmCompileError:
+            program, failed = self._without_failures(fns)
+        results: list[Outputs | Exception | None] = [failed.get(fn.fingerprint) for fn, _ in cases]
         todo = [i for i, r in enumerate(results) if r is None]
-        if todo:
-            program = compile_functions(
-                list(fns.values()), self.simd, [f"k{i}" for i in range(len(fns))]
-            )
+        if todo and program is not None:
             for i, r in zip(todo, self._run_cases(program, [cases[i] for i in todo]), strict=True):
                 results[i] = r
         return [r if r is not None else BackendError("case was not run") for r in results]
+
+    def _module(self, fns: Sequence[Function]) -> Program:
+        return compile_functions(fns, self.simd, [f"k{i}" for i in range(len(fns))])
+
+    def _without_failures(
+        self, fns: Mapping[str, Function]
+    ) -> tuple[Program | None, dict[str, Exception]]:
+        """After the batch's module failed to compile: each function checked alone, and the
+        module of those that compile.  Only on that path: the module is emitted once, not once
+        per function for a check and again for the module (``check`` emits the function)."""
+        failed = {fp: e for fp, fn in fns.items() if (e := self._compile_error(fn)) is not None}
+        ok = [fn for fp, fn in fns.items() if fp not in failed]
+        return (self._module(ok) if ok else None), failed
 
     def _compile_error(self, fn: Function) -> Exception | None:
         try:

@@ -872,7 +872,11 @@ def _wat_blocktype(bt: int) -> str:
     return f" (result {ValType(bt + 0x80).wat})"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def wat_instr(i: Instr) -> str:
+    """An instruction's text, memoised like :func:`encode_instr`: a module repeats few
+    distinct instructions (a fuzzed batch's ~180k are mostly the same loads, stores and local
+    moves), and the WAT is printed for every case's artifacts."""
     return i.op + _wat_imm(OPCODES[i.op], i.args)
 
 
