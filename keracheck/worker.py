@@ -45,6 +45,9 @@ class Job:
     #: the function itself, when the caller has it (the fuzzer): it travels pickled (nodes
     #: re-interned, ~4x cheaper than loading and verifying ``.keg`` bytes) and ``keg`` is unused
     fn: Any = None
+    #: whether to record the emitted code's digests (``JobResult.artifacts``, for reports); the
+    #: fuzzer reads none of them, and emitting them again costs ~1.2 ms per graph and target
+    artifacts: bool = True
 
 
 @dataclass
@@ -133,7 +136,8 @@ def execute(spec: str, jobs: list[Job], repeat: int) -> dict[str, JobResult]:
             continue
         n = next(iter(job.inputs.values())).shape[0] if job.inputs else 1
         loaded.append((job, fn, n))
-        results[job.key] = JobResult("ok", loaded=fn.fingerprint, artifacts=_artifacts(backend, fn))
+        arts = _artifacts(backend, fn) if job.artifacts else {}
+        results[job.key] = JobResult("ok", loaded=fn.fingerprint, artifacts=arts)
     run_many = getattr(backend, "run_many", None)
     for _ in range(repeat):
         if run_many is not None and len(loaded) > 1:

@@ -283,7 +283,7 @@ class Runner:
                         out[c.key] = Declined(reason)
             run = [c for c in cases if c.key not in out]
             # the function itself, not .keg bytes (module docstring, "Execution")
-            jobs = [Job(c.key, b"", c.fn.name, c.inputs, fn=c.fn) for c in run]
+            jobs = [Job(c.key, b"", c.fn.name, c.inputs, fn=c.fn, artifacts=False) for c in run]
             done: Mapping[str, JobResult] = {}
             if jobs:
                 done = self.worker.run(jobs) if self.worker else execute(self.target.spec, jobs, 1)

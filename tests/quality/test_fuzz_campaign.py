@@ -171,3 +171,18 @@ def test_a_job_may_carry_its_function() -> None:
     by_fn = execute(spec, [Job("k", b"", "f", xs, fn=fn)], 1)["k"]
     assert by_keg.status == by_fn.status == "ok" and by_keg.loaded == by_fn.loaded
     assert by_keg.outputs[0][0].tobytes() == by_fn.outputs[0][0].tobytes()
+
+
+def test_a_fuzz_job_records_no_artifacts() -> None:
+    """``Job.artifacts``: a report's case records the digests of the emitted code; the fuzzer's
+    jobs skip them (it reads none), and their outputs are the same bits."""
+    b = FunctionBuilder("f")
+    x = b.param("x", DType.F32, [4])
+    fn = b.build(b.op("neg", b.op("sqrt", x)))
+    xs = {"x": np.arange(8, dtype=np.float32).reshape(2, 4)}
+    spec = "keracheck.targets.wasm:WasmBackend"
+    full = execute(spec, [Job("k", b"", "f", xs, fn=fn)], 1)["k"]
+    lean = execute(spec, [Job("k", b"", "f", xs, fn=fn, artifacts=False)], 1)["k"]
+    assert full.status == lean.status == "ok", (full.message, lean.message)
+    assert full.artifacts and lean.artifacts == {}
+    assert full.outputs[0][0].tobytes() == lean.outputs[0][0].tobytes()
