@@ -430,19 +430,6 @@ class Builder:
         self.may_mutate = b"mut" in data  # assignable names exist only with `let mut`, `&mut`
         self.has_refs = b"&" in data  # a `&` before a type is possible
         self.any_effects = b"transfer" in data or any(s.effects for s in sigs.values())
-        self.handlers: dict[int, Callable[[Any, Env], Handler]] = {
-            K.BLOCK: self.block,
-            K.BIN_EXPR: self.binary,
-            K.PREFIX_EXPR: self.prefix,
-            K.CAST_EXPR: self.cast,
-            K.CALL_EXPR: self.call,
-            K.TUPLE_EXPR: self.tuple_,
-            K.FIELD_EXPR: self.field,
-            K.IF_EXPR: self.if_,
-            K.INDEX_EXPR: self.index,
-            K.FOR_EXPR: self.for_,
-            K.REF_EXPR: self.stray_borrow,
-        }
 
     # ------------------------------------------------------------------ driver
     def run(self, node: SyntaxNode | None, env: Env) -> Value:
@@ -485,9 +472,9 @@ class Builder:
             while isinstance(inner, ParenExpr):
                 inner = inner.inner()
             return self.start(inner, env)  # once: inner is no ParenExpr
-        handler = self.handlers.get(kind)
+        handler = _HANDLERS.get(kind)
         if handler is not None:
-            return handler(node, env)
+            return handler(self, node, env)
         if isinstance(node, ArrayExpr):
             return self.r.error(
                 "E0306", "a list like [4, 4] is only allowed as an attribute value", node.span
@@ -2348,3 +2335,21 @@ class Builder:
         except IRError as e:
             code = "E0216" if "function_elements" in str(e) else "E0309"
             return self.r.error(code, str(e), sig.fn.span)
+
+
+#: node kind -> the Builder method that evaluates it (plain functions, not bound methods:
+#: a table of bound methods held by the builder would make every builder, and all it holds,
+#: a reference cycle that only the cyclic GC frees)
+_HANDLERS: dict[int, Callable[[Builder, Any, Env], Handler]] = {
+    K.BLOCK: Builder.block,
+    K.BIN_EXPR: Builder.binary,
+    K.PREFIX_EXPR: Builder.prefix,
+    K.CAST_EXPR: Builder.cast,
+    K.CALL_EXPR: Builder.call,
+    K.TUPLE_EXPR: Builder.tuple_,
+    K.FIELD_EXPR: Builder.field,
+    K.IF_EXPR: Builder.if_,
+    K.INDEX_EXPR: Builder.index,
+    K.FOR_EXPR: Builder.for_,
+    K.REF_EXPR: Builder.stray_borrow,
+}
