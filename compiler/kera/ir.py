@@ -1187,6 +1187,8 @@ def _close(
             continue
         if any(id(i) in varying for i in n.inputs) or _own_effect(n, mine, groups):
             varying.add(id(n))
+        elif is_effectful(n):  # an outer effect, even of constants alone: captured
+            continue
         elif n.op in (Op.CONST, Op.IOTA) or all(id(i) in constant for i in n.inputs):
             constant.add(id(n))
     for n in [*order, *results]:  # captured: outer values a varying node (or a result) uses

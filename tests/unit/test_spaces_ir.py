@@ -150,6 +150,20 @@ def test_a_transfer_in_a_loop_body_is_not_hoisted() -> None:
     assert Op.TRANSFER not in {n.op for n in topo_outside(out)}
 
 
+def test_an_outer_transfer_of_a_constant_is_captured_not_copied_into_the_body() -> None:
+    """A body that only reads an outer effect captures it, even when the effect's operand is a
+    constant: copying it in (like a constant expression) would run it on every trip, as an
+    effect the body never declared."""
+    t = transfer(const(2.0, F32, [4]), "device", 0)
+    (out,) = loop(0, 3, [_x()], lambda i, c: [make_node("add", [c[0], t])])
+    assert t in out.inputs
+    assert Op.TRANSFER not in {n.op for n in kera.ir.loop_body(out).nodes()}
+    fn = Function("f", [_x()], [out], [t])
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    (got,) = interpret(fn, {"x": x})
+    assert got.tobytes() == (x + 6).tobytes()
+
+
 def topo_outside(node: Node) -> list[Node]:
     return kera.ir.topo_order([node])
 
