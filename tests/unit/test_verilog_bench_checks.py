@@ -10,6 +10,9 @@
   by vectors: a loop design's interval multiplies its vectors.
 * The runtime objects a Verilator build can reuse are read from its ``classes.mk``.
 * ``balance`` splits a batch of much simulation work into parts of about equal work.
+* ``split_heavy`` cuts a case that is more than a CPU's share of the work into pieces of its
+  vectors (each piece its own ``balance`` key), and ``join_pieces`` puts each case's outputs
+  back together in vector order (a piece's error is its case's).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pytest
 from kera.dtypes import DType
 from kera.ir import Function, FunctionBuilder, loop
 from keracheck.runners.verilator import _runtime_objects
-from keracheck.target import BackendError, Inputs
+from keracheck.target import BackendError, Inputs, Outputs
 from keracheck.targets.verilog import (
     QUICK_BUILD_VECTORS,
     SPLIT_WORK,
@@ -35,7 +38,14 @@ from keracheck.targets.verilog import (
     render_testbench,
     render_wrapper,
 )
-from keracheck.targets.verilog.batch import work
+from keracheck.targets.verilog.batch import (
+    EVAL_WEIGHT,
+    Piece,
+    join_pieces,
+    piece_case,
+    split_heavy,
+    work,
+)
 from keracheck.targets.verilog.cocotb_bench import _words
 from keracheck.targets.verilog.testbench import clocks_per_core, cxx_opt
 
@@ -171,3 +181,47 @@ def test_balance_splits_heavy_batches_by_work_keeping_a_function_together() -> N
     assert balance(cases, 2) == [[1, 3], [0, 2]]  # the heavy function's cases stay together
     assert balance(cases, 1) == [[0, 1, 2, 3]]
     assert balance(cases[:1], 2) == [[0]]  # little work: one simulation
+
+
+def test_split_heavy_cuts_a_case_over_a_cpus_share_into_pieces_of_its_vectors() -> None:
+    heavy, light = _counter(), _copy()
+    n = SPLIT_WORK // design_of(heavy).interval + 1
+    xs = np.arange(n, dtype=np.int32)
+    cases: list[tuple[Function, Inputs]] = [
+        (light, {"x": np.zeros((8, 2), np.float32)}),
+        (heavy, {"x": xs}),
+    ]
+    pieces = split_heavy(cases, 2)
+    assert pieces == [Piece(0), Piece(1, 0, (0, n // 2)), Piece(1, 1, (n // 2, n))]
+    sub = [piece_case(cases, p) for p in pieces]
+    assert sub[0][1] is cases[0][1]  # a whole case is passed on as it is
+    assert np.array_equal(np.concatenate([sub[1][1]["x"], sub[2][1]["x"]]), xs)
+    keys = [f"{f.fingerprint}/{p.part}" for (f, _), p in zip(sub, pieces, strict=True)]
+    groups = balance(sub, 2, keys)
+    assert sorted(i for g in groups for i in g) == [0, 1, 2]
+    assert not any({1, 2} <= set(g) for g in groups)  # the two pieces simulate side by side
+    assert split_heavy(cases, 1) == [Piece(0), Piece(1)]  # one CPU: nothing to gain
+    assert split_heavy(cases[:1], 2) == [Piece(0)]  # little work: nothing cut
+    outs: list[Outputs | Exception] = [
+        [np.ones((8, 2), np.float32)],
+        [xs[: n // 2]],
+        [xs[n // 2 :]],
+    ]
+    joined = join_pieces(2, pieces, outs)
+    assert joined[0] is outs[0] and not isinstance(joined[1], Exception)
+    assert np.array_equal(joined[1][0], xs)
+    err = BackendError("piece failed")
+    assert join_pieces(2, pieces, [outs[0], outs[1], err])[1] is err
+
+
+def test_work_counts_each_core_evaluation_once_per_trip() -> None:
+    """A float core in a loop body evaluates once per trip: 5 trips of a multiply weigh 5
+    evaluations per vector on top of the core-clocks (an idle core still costs a clock)."""
+    b = FunctionBuilder("square5")
+    x = b.param("x", DType.F32)
+    fn = b.build(*loop(0, 5, [x], lambda i, c: [b.op("mul", c[0], c[0])]))
+    d = design_of(fn)
+    assert sum(d.cores.values()) == 1 and d.loops[0]["trips"] == 5
+    n = 3
+    clocks = n * d.interval + d.latency
+    assert work(fn, {"x": np.zeros(n, np.float32)}) == clocks + EVAL_WEIGHT * n * 5

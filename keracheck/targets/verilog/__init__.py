@@ -46,6 +46,9 @@ from keracheck.targets.verilog.batch import (
     chunks,
     clear_memo,
     design_of,
+    join_pieces,
+    piece_case,
+    split_heavy,
     top_name,
 )
 from keracheck.targets.verilog.bus import pack_port, parse_hex_fields, unpack_port
@@ -221,18 +224,25 @@ class CocotbTarget(_VerilogTarget):
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
         """Icarus simulates on one CPU: a batch of much work (a loop design takes a vector
         per run of its loop) is split by :func:`balance` into one part per CPU, simulated side
-        by side, each as :class:`_VerilogTarget` runs a batch."""
-        parts = balance(cases, os.cpu_count() or 1)
+        by side, each as :class:`_VerilogTarget` runs a batch.  A case that is more than a
+        CPU's share of the work (one long loop design) is first cut into pieces of its
+        vectors (:func:`split_heavy`), so that it does not leave the other CPUs idle."""
+        cpus = os.cpu_count() or 1
+        pieces = split_heavy(cases, cpus)
+        sub = [piece_case(cases, p) for p in pieces]
+        parts = balance(
+            sub, cpus, [f"{sub[k][0].fingerprint}/{p.part}" for k, p in enumerate(pieces)]
+        )
         if len(parts) < 2:
             return super().run_many(cases)
         whole = super().run_many
-        results: list[Outputs | Exception] = [BackendError("case not run")] * len(cases)
+        results: list[Outputs | Exception] = [BackendError("case not run")] * len(sub)
         with ThreadPoolExecutor(len(parts)) as pool:
-            done = pool.map(lambda p: whole([cases[i] for i in p]), parts)
+            done = pool.map(lambda p: whole([sub[i] for i in p]), parts)
             for idx, outs in zip(parts, done, strict=True):
                 for i, res in zip(idx, outs, strict=True):
                     results[i] = res
-        return results
+        return join_pieces(len(cases), pieces, results)
 
     def _simulate(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs]:
         return run_cocotb(cases)

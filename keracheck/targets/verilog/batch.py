@@ -25,8 +25,11 @@ from keracheck.targets.verilog.bus import pack_port, unpack_port
 
 MAX_SEGMENTS = 4096  # cases per simulation
 CORES_PER_SIM = 2_000  # bounds Verilator's memory and build time per simulation
-#: below this much simulation work (core-clocks, :func:`work`) a batch is one part
-SPLIT_WORK = 1_000_000
+#: below this much simulation work (:func:`work`; ~3 s of Icarus per million) a batch is one part
+SPLIT_WORK = 10_000_000
+#: one core evaluation against one core-clock of idle clocking, in Icarus: verlet's fmul/fadd
+#: take ~20-30 us per evaluation, its 256 cores ~0.5 ms per clock with nothing changing
+EVAL_WEIGHT = 16
 
 
 def _check_inputs(fn: Function, inputs: Inputs) -> int:
@@ -146,24 +149,35 @@ def chunks(cases: Sequence[tuple[Function, Inputs]]) -> list[list[int]]:
 
 
 def work(fn: Function, inputs: Inputs) -> int:
-    """A case's simulation work in core-clocks: the clocks its design runs (vectors x
-    interval, plus its latency) times its core instances (at least one); 0 when it cannot
-    be emitted or its inputs are wrong (it fails on its own)."""
+    """A case's simulation work: core-clocks (the clocks its design runs, vectors x interval
+    plus its latency, times its core instances, at least one: every core's registers are
+    clocked on every clock) plus :data:`EVAL_WEIGHT` per core evaluation (once per vector for
+    a core outside loops, once per trip for one in a top-level loop's body).  Core-clocks
+    alone misjudged loop designs: rnn_cell (8 trips of a 94-clock body) and verlet (100 trips
+    of 4) weigh about the same in core-clocks, but verlet took ~3x the CPU.  0 when the case
+    cannot be emitted or its inputs are wrong (it fails on its own)."""
     try:
         d, n = design_of(fn), _check_inputs(fn, inputs)
     except BackendError:
         return 0
-    return (n * d.interval + d.latency) * max(1, sum(d.cores.values()))
+    cores = sum(d.cores.values())
+    in_loops = sum(int(lp["core_instances"]) for lp in d.loops)
+    evals = cores - in_loops + sum(int(lp["trips"]) * int(lp["core_instances"]) for lp in d.loops)
+    return (n * d.interval + d.latency) * max(1, cores) + EVAL_WEIGHT * n * evals
 
 
-def balance(cases: Sequence[tuple[Function, Inputs]], parts: int) -> list[list[int]]:
+def balance(
+    cases: Sequence[tuple[Function, Inputs]], parts: int, keys: Sequence[str] | None = None
+) -> list[list[int]]:
     """Case indices in at most ``parts`` groups of about equal simulation work, to simulate
     side by side: the cases of one function stay together (its design is instantiated once
     per simulation), the heaviest function goes to the lightest group, and each group keeps
-    input order.  One group when the whole is under :data:`SPLIT_WORK`."""
+    input order.  One group when the whole is under :data:`SPLIT_WORK`.  ``keys`` (one per
+    case; default: the function's fingerprint) says which cases stay together: the pieces of
+    one case cut by :func:`split_heavy` get keys of their own so that they can be apart."""
     by_fn: dict[str, list[int]] = {}
     for i, (fn, _) in enumerate(cases):
-        by_fn.setdefault(fn.fingerprint, []).append(i)
+        by_fn.setdefault(keys[i] if keys else fn.fingerprint, []).append(i)
     weight = {fp: sum(work(*cases[i]) for i in idx) for fp, idx in by_fn.items()}
     if parts < 2 or sum(weight.values()) < SPLIT_WORK:
         return [list(range(len(cases)))] if cases else []
@@ -174,3 +188,62 @@ def balance(cases: Sequence[tuple[Function, Inputs]], parts: int) -> list[list[i
         groups[k] += by_fn[fp]
         load[k] += weight[fp]
     return [sorted(g) for g in groups if g]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Case ``case``, or (``span`` set) its vectors ``span[0]`` to ``span[1]`` (exclusive),
+    the ``part``-th piece of it."""
+
+    case: int
+    part: int = 0
+    span: tuple[int, int] | None = None
+
+
+def split_heavy(cases: Sequence[tuple[Function, Inputs]], parts: int) -> list[Piece]:
+    """The cases cut into pieces of their vectors where one case alone is more than a
+    ``parts``-th of the whole simulation work (a loop design simulates for ~``interval``
+    clocks per vector, so one case can be most of a batch): such a case becomes up to
+    ``parts`` pieces of about equal size, which :func:`balance` may place in different
+    simulations (each elaborates the design once more, seconds against minutes of
+    simulation).  Every other case is one piece.  Nothing is cut under :data:`SPLIT_WORK`."""
+    weights = [work(fn, inputs) for fn, inputs in cases]
+    total = sum(weights)
+    share = max(1, total // max(1, parts))
+    out: list[Piece] = []
+    for i, ((fn, inputs), w) in enumerate(zip(cases, weights, strict=True)):
+        n = batch_size(fn, inputs) if w and fn.params else 1  # w > 0: the inputs are good
+        k = min(parts, n, -(-w // share)) if parts > 1 and total >= SPLIT_WORK else 1
+        if k < 2:
+            out.append(Piece(i))
+            continue
+        cuts = [n * j // k for j in range(k + 1)]
+        out += [Piece(i, j, (cuts[j], cuts[j + 1])) for j in range(k)]
+    return out
+
+
+def piece_case(cases: Sequence[tuple[Function, Inputs]], p: Piece) -> tuple[Function, Inputs]:
+    """The case of piece ``p``: its function and its slice of the case's input vectors."""
+    fn, inputs = cases[p.case]
+    if p.span is None:
+        return fn, inputs
+    lo, hi = p.span
+    return fn, {name: np.asarray(a)[lo:hi] for name, a in inputs.items()}
+
+
+def join_pieces(
+    cases: int, pieces: Sequence[Piece], results: Sequence[Outputs | Exception]
+) -> list[Outputs | Exception]:
+    """Each case's outputs from its pieces' (in vector order); a piece's error is its case's."""
+    per: list[list[Outputs | Exception]] = [[] for _ in range(cases)]
+    for p, res in sorted(zip(pieces, results, strict=True), key=lambda x: (x[0].case, x[0].part)):
+        per[p.case].append(res)
+    return [_join(rs) for rs in per]
+
+
+def _join(results: list[Outputs | Exception]) -> Outputs | Exception:
+    errors = [r for r in results if isinstance(r, Exception)]
+    if errors or len(results) == 1:
+        return errors[0] if errors else results[0]
+    outs = [r for r in results if not isinstance(r, Exception)]
+    return [np.concatenate([o[k] for o in outs]) for k in range(len(outs[0]))]

@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -275,18 +276,19 @@ def run_cocotb(
         sources = [top, *batch.write_design_files(work), *rtl_sources()]
         build = _cocotb_build_dir(sources, cache)
         vvp = build / "sim.vvp"
-        if vvp.with_name("sim.vvp.sha256").exists() and not intact(vvp):
-            shutil.rmtree(build, ignore_errors=True)  # a damaged image is rebuilt, not reused
         runner = get_runner("icarus")
-        runner.build(
-            sources=sources,
-            hdl_toplevel="kera_cocotb_top",
-            build_dir=build,
-            timescale=("1ns", "1ps"),
-            log_file=work / "build.log",
-        )
-        if not intact(vvp):
-            seal(vvp)
+        with _build_lock(build):  # pieces of one case may share an image: built once
+            if vvp.with_name("sim.vvp.sha256").exists() and not intact(vvp):
+                shutil.rmtree(build, ignore_errors=True)  # a damaged image is rebuilt
+            runner.build(
+                sources=sources,
+                hdl_toplevel="kera_cocotb_top",
+                build_dir=build,
+                timescale=("1ns", "1ps"),
+                log_file=work / "build.log",
+            )
+            if not intact(vvp):
+                seal(vvp)
         (work / "kera_cocotb_test.py").write_text(COCOTB_TEST)
         (work / "job.json").write_text(json.dumps(_job(batch)))
         env = {JOB_ENV: str(work / "job.json"), OUT_ENV: str(work / "out.json")}
@@ -307,6 +309,18 @@ def run_cocotb(
             log = (work / "sim.log").read_text(errors="replace")[-3000:]
             raise BackendError(f"cocotb test failed:\n{log}")
         return cocotb_outputs(batch, json.loads((work / "out.json").read_text()))
+
+
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _build_lock(build: Path) -> threading.Lock:
+    """One lock per build directory: simulations run side by side in threads
+    (``CocotbTarget.run_many``), and two with the same sources -- equal pieces of one long
+    case -- must not build into the same directory at once."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(build, threading.Lock())
 
 
 def _cocotb_build_dir(sources: Sequence[Path], cache: Path | None) -> Path:

@@ -63,6 +63,8 @@ module kera_call_twice (
     kf_pipe #(.W(32), .N(4)) dly3_6 (.clk(clk), .d(n3_d2), .q(n3_d6));
     assign r0 = {n13, n12};
     assign r1 = {n3_d6, n2_d6};
+`ifdef VERILATOR  // lint only: Icarus need not evaluate it
     wire unused_ok = ^{1'b0, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, vat, p0_x, p1_y};  // lint: nets read in part
+`endif
 endmodule
 `default_nettype wire
