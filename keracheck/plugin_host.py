@@ -24,7 +24,7 @@ import os
 from multiprocessing.connection import Connection
 from typing import Any
 
-from keracheck.target import BackendError, Inputs, Outputs
+from keracheck.target import BackendError, Inputs, Outputs, cost
 
 #: seconds a plugin's available() may take (it may build a probe), and any other call
 AVAILABLE_TIMEOUT = 120.0
@@ -56,7 +56,8 @@ def serve(conn: Any, spec: str) -> None:
     try:
         backend = instantiate(spec)
         info = {"name": str(backend.name), "api_version": backend.api_version}
-        conn.send(("ok", info | {"declines": getattr(backend, "declines", None) is not None}))
+        info |= {"declines": getattr(backend, "declines", None) is not None}
+        conn.send(("ok", info | {"cost": cost(backend)}))
     except BaseException as e:
         conn.send(("error", str(e) if type(e).__name__ == "TargetError" else _describe(e)))
         return
@@ -188,6 +189,7 @@ class ContainedBackend:
         self.host._start()
         self.name = str(self.host.info["name"])
         self.api_version = self.host.info["api_version"]
+        self.cost = float(self.host.info.get("cost", 1))  # the scheduling hint, checked there
         self._reason: str | None = None
         self._ops: frozenset[str] = frozenset()
         self._versions: dict[str, str] = {}

@@ -28,6 +28,10 @@ Contract for implementers:
 * ``artifacts(fn)`` is optional: the emitted code (C, PTX, Verilog, wasm ...) by file name, so
   reports can record its digest.
 * ``versions()`` is optional: toolchain name -> version string, recorded in reports.
+* ``cost`` is optional: a rough cost of one case relative to the reference interpreter's
+  (default 1; a simulator is in the hundreds).  keracheck starts the costliest targets of a
+  run first, so that the slowest one does not start last and leave the other CPUs idle at the
+  end; it orders the work only and never changes a result.
 * ``declines(fn)`` is optional: one line saying why ``fn`` is past a documented limit of the
   target (a size or resource bound, not a lowering bug), else ``None``.  keracheck reports such
   a case ``unsupported`` for that target, like an op outside ``supported_ops()``, and the
@@ -73,6 +77,15 @@ class BatchBackend(Backend, Protocol):
     """A target that can compile and run many cases in one toolchain invocation."""
 
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]: ...
+
+
+def cost(backend: Backend | None) -> float:
+    """The target's ``cost`` hint (see above): 1 when it has none or a bad one."""
+    try:
+        hint = float(getattr(backend, "cost", 1))
+    except Exception:  # a hint that is no number (or a property that raises) counts as 1
+        return 1.0
+    return hint if hint > 0 and hint != float("inf") else 1.0
 
 
 def declines(backend: Backend, fn: Function) -> str | None:

@@ -339,3 +339,42 @@ def test_a_large_run_goes_to_the_workers_in_bounded_batches(
     code, doc = run_json(tmp_path, str(corpus), "--targets", "ref", *plugin("Clone"))
     assert code == 0 and doc["summary"]["agree"] == 2
     assert sizes == [1, 1, 1, 1]  # two cases on two targets, one case per batch
+
+
+class _Hinted:
+    def __init__(self, name: str, hint: object = None) -> None:
+        self.name = name
+        if hint is not None:
+            self.cost = hint
+
+
+def test_the_costliest_targets_start_first_ties_in_plan_order() -> None:
+    from keracheck.harness import costliest_first
+    from keracheck.targets import Target
+
+    def target(name: str, hint: object = None) -> Target:
+        return Target(name, name, _Hinted(name, hint), None)  # type: ignore[arg-type]
+
+    plan = [
+        (target("ref"), None),
+        (target("cpu", 10), None),
+        (target("wasm"), None),
+        (target("sim", 500), None),
+        (target("bad", "many"), None),  # a hint that is not a number counts as 1
+        (target("neg", -3), None),
+        (target("sim-2", 300), None),
+    ]
+    order = [t.id for t, _ in costliest_first(plan)]
+    assert order == ["sim", "sim-2", "cpu", "ref", "wasm", "bad", "neg"]
+
+
+def test_the_simulators_are_costlier_than_every_software_target() -> None:
+    """The hint that makes the main job start the Verilog targets first (they take most of a
+    cold run: started after the software targets, one of them ran alone at the end)."""
+    from keracheck.target import cost
+    from keracheck.targets import BUILTIN, instantiate
+
+    hints = {tid: cost(instantiate(spec)) for tid, spec in BUILTIN.items()}
+    slow = {tid for tid in hints if tid.startswith("verilog")}
+    assert slow == {"verilog", "verilog-verilator"}
+    assert min(hints[t] for t in slow) > max(h for t, h in hints.items() if t not in slow)

@@ -172,6 +172,7 @@ class VerilatorTarget(_VerilogTarget):
     """``verilog-verilator``: the plain test bench built with Verilator."""
 
     name = "verilog-verilator"
+    cost = 300  # per case, ref = 1: C++ builds and simulation (the harness starts it early)
 
     def run_many(self, cases: Sequence[tuple[Function, Inputs]]) -> list[Outputs | Exception]:
         """Build every chunk's simulation first, side by side (one Verilator build is one
@@ -202,6 +203,7 @@ class CocotbTarget(_VerilogTarget):
     """``verilog``: cocotb 2.x driving Icarus Verilog."""
 
     name = "verilog"
+    cost = 500  # per case, ref = 1: Icarus elaboration and event-driven simulation
 
     def available(self) -> str | None:
         reason = Iverilog().available()
