@@ -1120,9 +1120,9 @@ def loop(
 
     ``body(i, carried)`` builds the next carried values from the index and the current ones,
     and may use any other node directly.  The body is then *closed*: every value it uses that
-    does not depend on the index or the carried values (and is not made of constants alone) is
-    computed once, outside, and becomes a captured operand — loop-invariant code is hoisted by
-    construction, and the body's form depends only on what it computes.
+    does not depend on the index or the carried values (and is not a pure node of constants
+    alone) is computed once, outside, and becomes a captured operand — loop-invariant code is
+    hoisted by construction, and the body's form depends only on what it computes.
     """
     tag = _fresh_tag(inits)
     holders = [param(0, tag + "i", DType.I32)]
