@@ -12,9 +12,12 @@
 3b. ``split``: the cpu target's cold build of the first ``--split-batches`` batches of a
    seed-0 campaign, one batch per build as the fuzz loop builds them, with the batch split
    over the CPUs by function count (as before), by the size of each function's C text
-   (``keracheck.targets.cpu.balance``) and not split (one part), alternately batch by batch:
-   wall and CPU seconds (the compilers are this process's children, so their CPU time is
-   counted).
+   (``keracheck.targets.cpu.balance``), not split (one part), and by text with
+   self-contained units (``alone``: the tile helpers compiled in every unit, no tile
+   library), alternately batch by batch: wall and CPU seconds (the compilers are this
+   process's children, so their CPU time is counted).  The tile library is built once first
+   (its one-off time is printed) and every batch's cold cache starts with it, as every batch
+   after a campaign's first does.
 4. ``plugin``: graphs/s against ref and a pure-Python plugin
    (``tests/unit/plugins/fake_targets.py:Clone``, the reference interpreter behind the plugin
    interface), in warm worker processes and in this process (``--in-process``), each as a
@@ -41,6 +44,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -74,6 +78,7 @@ class CpuContract(CpuTarget):
     def __init__(self) -> None:
         super().__init__()
         self.name = "cpu-contract"
+        self.tiles = False  # its own _build emits self-contained units: no tile library
 
     def _build(self, fns: Mapping[str, Function], made: Mapping[str, Any] = NONE_MADE) -> Path:
         src = c.emit(fns, isa=self.isa)
@@ -250,9 +255,9 @@ def _one_part(weights: Mapping[str, float], k: int) -> list[list[str]]:
 def bench_split(count: int, root: Path) -> None:
     """The cpu target's build of the first ``count`` fuzzed batches (cold, one batch per
     build, as the fuzz loop builds them), its parts split by function count (before), by
-    the size of their C text (``cpu.balance``) and as one part (the tile helpers and prelude
-    built once: less CPU, more wall), batch by batch alternately: wall seconds (what the fuzz
-    loop waits) and CPU seconds of the compilers."""
+    the size of their C text (``cpu.balance``), as one part (the prelude built once: less
+    CPU, more wall) and by text without the tile library (``alone``), batch by batch
+    alternately: wall seconds (what the fuzz loop waits) and CPU seconds of the compilers."""
     import keracheck.targets.cpu as cpu_mod
 
     targets, _ = select_targets(["ref", "cpu"], [])
@@ -261,19 +266,35 @@ def bench_split(count: int, root: Path) -> None:
     if cpu.available() is not None:
         print(f"split     cpu unavailable: {cpu.available()}")
         return
-    ways = {"count": _by_count, "text": cpu_mod.balance, "one": _one_part}
+    ways = {  # how to split, and whether to link the tile library
+        "count": (_by_count, True),
+        "text": (cpu_mod.balance, True),
+        "one": (_one_part, True),
+        "alone": (cpu_mod.balance, False),
+    }
+    lib = root / "split-tiles"
+    os.environ["KERACHECK_CACHE"] = str(lib)
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    cpu._tile_library()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(
+        f"split     tile library (isa {cpu.isa}) built once: {time.perf_counter() - t0:.2f} s "
+        f"wall, {r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime:.2f} s CPU"
+    )
     wall = dict.fromkeys(ways, 0.0)
     used = dict.fromkeys(ways, 0.0)
     for i, fns in enumerate(todo):
-        for name, split in ways.items():
-            os.environ["KERACHECK_CACHE"] = str(root / f"split-{name}-{i}")
-            cpu_mod.balance = split
+        for name, (split, linked) in ways.items():
+            cache = root / f"split-{name}-{i}"
+            shutil.copytree(lib, cache)  # cold, but for the library
+            os.environ["KERACHECK_CACHE"] = str(cache)
+            cpu_mod.balance, cpu.tiles = split, linked
             r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             cpu._build_parallel({f"f{f.fingerprint[:20]}": f for f in fns})
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             wall[name] += time.perf_counter() - t0
             used[name] += r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
-    cpu_mod.balance = ways["text"]
+    cpu_mod.balance, cpu.tiles = ways["text"][0], True
     n = sum(len({f.fingerprint for f in b}) for b in todo)
     for name in ways:
         print(

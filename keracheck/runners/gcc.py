@@ -7,10 +7,16 @@ the compiler's identity (path, ``-dumpfullversion``, ``-dumpmachine``), the kind
 flag and every source file's name and bytes.  A hit skips the compiler.  Artifacts are written to
 a temporary name and renamed into place, so concurrent builds of one hash are safe.  A failing
 compile raises :class:`keracheck.target.BackendError` carrying gcc's own diagnostics.
+
+:meth:`Gcc.build_object` compiles one source into an object for builds of one kind to link
+(``link=``), cached the same way (``c/<sha256>/<stem>.o``); it is built under a lock, so
+concurrent builders (threads or processes) compile it once.  A build that links objects hashes
+their bytes too.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -21,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from keracheck.runners.sealed import intact, seal
+from keracheck.runners.sealed import digest, intact, seal
 from keracheck.runners.tool import run_tool
 from keracheck.target import BackendError
 
@@ -62,9 +68,15 @@ class Gcc:
         return _identity(self.exe)
 
     def argv(
-        self, sources: Sequence[Path], output: Path, flags: Sequence[str], kind: Kind
+        self,
+        sources: Sequence[Path],
+        output: Path,
+        flags: Sequence[str],
+        kind: Kind,
+        link: Sequence[Path] = (),
     ) -> list[str]:
-        """The compile-and-link command line (``-lm`` last, after the sources)."""
+        """The compile-and-link command line (objects to link after the sources, ``-lm``
+        last)."""
         return [
             self.exe,
             *flags,
@@ -72,8 +84,15 @@ class Gcc:
             "-o",
             str(output),
             *map(str, sources),
+            *map(str, link),
             "-lm",
         ]
+
+    def _key(self, kind: str, flags: Sequence[str]) -> hashlib._Hash:
+        h = hashlib.sha256()
+        for part in (self.exe, self.version(), kind, *flags):
+            h.update(part.encode() + b"\0")
+        return h
 
     def build(
         self,
@@ -81,17 +100,19 @@ class Gcc:
         flags: Sequence[str],
         kind: Kind,
         timeout: float = 600,
+        link: Sequence[Path] = (),
     ) -> Path:
-        """Compile the ``.c`` files of ``files`` (name -> text; headers beside them); returns the
-        cached artifact's path."""
+        """Compile the ``.c`` files of ``files`` (name -> text; headers beside them) and link
+        them with the objects ``link`` (from :meth:`build_object`); returns the cached
+        artifact's path."""
         reason = self.available()
         if reason is not None:
             raise BackendError(reason)
-        h = hashlib.sha256()
-        for part in (self.exe, self.version(), kind, *flags):
-            h.update(part.encode() + b"\0")
+        h = self._key(kind, flags)
         for name in sorted(files):
             h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+        for obj in link:  # what is linked, by content
+            h.update(obj.name.encode() + b"\0" + digest(obj).encode() + b"\0")
         out_dir = cache_root() / "c" / h.hexdigest()
         artifact = out_dir / _ARTIFACT[kind]
         if intact(artifact):
@@ -102,7 +123,7 @@ class Gcc:
             for name, text in files.items():
                 (work / name).write_text(text)
             sources = [work / n for n in sorted(files) if n.endswith(".c")]
-            _compile(self.argv(sources, work / "out", flags, kind), timeout)
+            _compile(self.argv(sources, work / "out", flags, kind, link), timeout)
             for name, text in files.items():  # keep the sources beside the artifact
                 (out_dir / name).write_text(text)
             built = work / _ARTIFACT[kind]
@@ -111,6 +132,40 @@ class Gcc:
             os.replace(work / f"{built.name}.sha256", out_dir / f"{built.name}.sha256")
             os.replace(built, artifact)
         return artifact
+
+    def build_object(
+        self, name: str, text: str, flags: Sequence[str], kind: Kind, timeout: float = 600
+    ) -> Path:
+        """Compile the self-contained source ``name`` (``.c``) into an object that builds of
+        ``kind`` link (position-independent for a shared object); returns the cached object's
+        path (``<stem>.o``, the source beside it).  Cached by content like :meth:`build`, and
+        built under a lock on its cache folder: concurrent callers wait for one compile, and a
+        reader never sees a partial object (sealed, then renamed into place)."""
+        reason = self.available()
+        if reason is not None:
+            raise BackendError(reason)
+        pic = ("-fPIC",) if kind == "shared" else ()
+        h = self._key(f"object {kind}", [*flags, *pic])
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
+        out_dir = cache_root() / "c" / h.hexdigest()
+        obj = out_dir / (Path(name).stem + ".o")
+        if intact(obj):
+            return obj
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with open(out_dir / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            if intact(obj):  # another builder finished it while this one waited
+                return obj
+            with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+                work = Path(tmp)
+                (work / name).write_text(text)
+                argv = [self.exe, *flags, *pic, "-c", "-o", str(work / obj.name), str(work / name)]
+                _compile(argv, timeout)
+                (out_dir / name).write_text(text)
+                seal(work / obj.name)
+                os.replace(work / f"{obj.name}.sha256", out_dir / f"{obj.name}.sha256")
+                os.replace(work / obj.name, obj)
+        return obj
 
 
 def _compile(argv: list[str], timeout: float) -> None:

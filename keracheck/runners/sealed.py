@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 
-def _digest(path: Path) -> str:
+def digest(path: Path) -> str:
+    """The SHA-256 of ``path``'s bytes (hex)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -30,13 +31,13 @@ def seal(path: Path) -> None:
     """Record ``path``'s digest beside it (temporary name, then rename)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".sha256")
     with os.fdopen(fd, "w") as f:
-        f.write(_digest(path) + "\n")
+        f.write(digest(path) + "\n")
     os.replace(tmp, _seal_path(path))
 
 
 def intact(path: Path) -> bool:
     """True when ``path`` exists and matches its recorded digest."""
     try:
-        return _seal_path(path).read_text().strip() == _digest(path)
+        return _seal_path(path).read_text().strip() == digest(path)
     except OSError:
         return False

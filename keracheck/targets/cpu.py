@@ -9,7 +9,10 @@ Target ids:
   emitted into one translation unit (a large batch into one per CPU, built at once), built into
   a shared object (cached by content, see ``keracheck.runners.gcc``) and called through ctypes
   in this process — keracheck already runs back ends in a worker process, so a crash costs
-  only that worker.
+  only that worker.  The tile helpers (``k_<op>_<type>_n``) are not compiled in every unit:
+  each unit declares them and links the target's *tile library* (``kera.backends.c.tiles``:
+  every tile helper of the ISA level, compiled once with the same flags and cached by content,
+  see ``Gcc.build_object``); ``tiles=False`` builds self-contained units instead.
 * ``cpu-aarch64`` (NEON lanes) and ``cpu-riscv64`` (scalar lanes; GCC 12 has no RVV code
   generation) — the same translation unit plus the batch driver of ``kera.backends.c``,
   cross-compiled statically and run once per batch under ``qemu-<arch>``: inputs go in one file,
@@ -36,12 +39,12 @@ from typing import Any
 import numpy as np
 
 from kera.backends import c
-from kera.backends.c import abi
+from kera.backends.c import abi, tiles
 from kera.backends.c.emit import Body
 from kera.interp import batch_size
 from kera.ir import Function
 from keracheck import probe
-from keracheck.runners.gcc import Gcc
+from keracheck.runners.gcc import Gcc, Kind
 from keracheck.runners.qemu import Qemu
 from keracheck.target import API_VERSION, BackendError, Inputs, Outputs
 
@@ -156,6 +159,7 @@ def _arrays(fn: Function, inputs: Inputs) -> tuple[int, list[np.ndarray[Any, Any
 
 
 _Built = tuple[Path, int]  # an artifact and the index of an entry point in its driver table
+_Tiles = tuple[Path, Mapping[str, str]]  # a tile library's object and the helpers it defines
 
 
 class _CBackend:
@@ -165,6 +169,12 @@ class _CBackend:
     api_version = API_VERSION
     isa: str
     gcc: Gcc
+    timeout: float
+    #: what the units are linked into ("shared": a shared object, "static": an executable)
+    kind: Kind
+    #: units declare the tile helpers and link the tile library (False: self-contained units,
+    #: the helpers compiled in each, as ``c.emit`` writes them); the bits are the same
+    tiles: bool = True
 
     def supported_ops(self) -> frozenset[str]:
         return c.SUPPORTED
@@ -187,6 +197,10 @@ class _CBackend:
     def _build_parallel(self, fns: Mapping[str, Function]) -> dict[str, _Built | Exception]:
         """Build a large batch as up to :func:`build_jobs` artifacts at once (gcc is one
         process per translation unit and dominates a cold batch); a small one as one."""
+        try:
+            self._tile_library()  # once, before the parts (a failure is every function's)
+        except BackendError as e:
+            return {f"kera_{x}": e for x in fns}
         k = min(build_jobs(), len(fns) // MIN_PER_BUILD)
         if k <= 1:
             return self._build_groups(fns)
@@ -200,12 +214,49 @@ class _CBackend:
             )
         return {sym: b for part in built for sym, b in part.items()}
 
-    def _source(self, fns: Mapping[str, Function], made: Mapping[str, Body]) -> c.CSource:
+    def _source(
+        self,
+        fns: Mapping[str, Function],
+        made: Mapping[str, Body],
+        shared: Mapping[str, str] | None = None,
+    ) -> c.CSource:
         """The translation unit of fns: assembled from the batch's emitted entry points
-        ``made`` when it has them all (the same text as ``c.emit``), else emitted."""
+        ``made`` when it has them all (the same text as ``c.emit``), else emitted; ``shared``:
+        the tile helpers it declares instead of defining (see :meth:`_tile_library`)."""
         if made and all(f"kera_{x}" in made for x in fns):
-            return c.assemble(fns, made, isa=self.isa)
-        return c.emit(fns, isa=self.isa)
+            return c.assemble(fns, made, isa=self.isa, shared=shared)
+        return c.emit(fns, isa=self.isa, shared=shared)
+
+    def flags(self) -> list[str]:
+        """gcc's flags for this target's units (and its tile library)."""
+        return [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags]
+
+    def _tile_library(self) -> _Tiles | None:
+        """The object of this target's tile library (built once per compiler, ISA level, flags
+        and kind, then cached) and the helpers it defines; None when ``tiles`` is off.  Raises
+        BackendError naming the library when gcc fails on it."""
+        if not self.tiles:
+            return None
+        lib = tiles.library(self.isa)
+        try:
+            obj = self.gcc.build_object(
+                f"{tiles.NAME}.c", lib.c, self.flags(), self.kind, self.timeout
+            )
+        except BackendError as e:
+            raise BackendError(
+                f"{self.name}: the tile library (kera.backends.c.tiles, isa {self.isa}) "
+                f"failed to build: {e}"
+            ) from None
+        return obj, lib.helpers
+
+    def _unit(
+        self, fns: Mapping[str, Function], made: Mapping[str, Body]
+    ) -> tuple[c.CSource, list[Path]]:
+        """The translation unit of fns and the objects to link it with."""
+        lib = self._tile_library()
+        if lib is None:
+            return self._source(fns, made), []
+        return self._source(fns, made, lib[1]), [lib[0]]
 
     def available(self) -> str | None:
         raise NotImplementedError
@@ -266,7 +317,7 @@ class _CBackend:
 class CpuTarget(_CBackend):
     """This host's CPU at one ISA level (None: the best it has)."""
 
-    def __init__(self, isa: str | None = None, timeout: float = 600) -> None:
+    def __init__(self, isa: str | None = None, timeout: float = 600, tiles: bool = True) -> None:
         if isa is not None and isa not in c.ISAS:
             raise ValueError(f"unknown ISA level '{isa}'; choose one of {', '.join(c.ISAS)}")
         self.name = "cpu" if isa is None else f"cpu:{isa}"
@@ -274,6 +325,8 @@ class CpuTarget(_CBackend):
         self.gcc = Gcc("gcc", "gcc libc6-dev")
         self.fix = "apt-get install gcc libc6-dev"
         self.timeout = timeout
+        self.kind = "shared"
+        self.tiles = tiles
 
     def available(self) -> str | None:
         return (
@@ -286,9 +339,8 @@ class CpuTarget(_CBackend):
         return {"gcc": self.gcc.version(), "isa": self.isa, "lanes": str(c.ISAS[self.isa].lanes)}
 
     def _build(self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE) -> Path:
-        src = self._source(fns, made)
-        flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags]
-        return self.gcc.build(src.files(), flags, "shared", self.timeout)
+        src, link = self._unit(fns, made)
+        return self.gcc.build(src.files(), self.flags(), "shared", self.timeout, link)
 
     def _execute(
         self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]
@@ -350,7 +402,7 @@ _CROSS = {
 class QemuTarget(_CBackend):
     """A foreign CPU: a static cross build run under qemu-user, one process per batch."""
 
-    def __init__(self, arch: str, timeout: float = 600) -> None:
+    def __init__(self, arch: str, timeout: float = 600, tiles: bool = True) -> None:
         if arch not in _CROSS:
             raise ValueError(f"unknown architecture '{arch}'; choose one of {', '.join(_CROSS)}")
         exe, apt, isa, extra = _CROSS[arch]
@@ -362,6 +414,11 @@ class QemuTarget(_CBackend):
         self.isa = isa
         self.extra = extra
         self.timeout = timeout
+        self.kind = "static"
+        self.tiles = tiles
+
+    def flags(self) -> list[str]:
+        return [*super().flags(), *self.extra]
 
     def available(self) -> str | None:
         return (
@@ -385,11 +442,10 @@ class QemuTarget(_CBackend):
         return src.files() | {"main.c": abi.emit_driver(src, {_sym(fn): fn})}
 
     def _build(self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE) -> Path:
-        src = self._source(fns, made)
+        src, link = self._unit(fns, made)
         driver = abi.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
-        flags = [*c.PINNED_FLAGS, *c.ISAS[self.isa].flags, *self.extra]
         files = src.files() | {"main.c": driver}
-        return self.gcc.build(files, flags, "static", self.timeout)
+        return self.gcc.build(files, self.flags(), "static", self.timeout, link)
 
     def _execute(
         self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]

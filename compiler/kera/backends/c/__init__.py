@@ -1,6 +1,6 @@
 """The C back end: Kera functions -> one self-contained C11 translation unit plus a header.
 
-Three modules, one concern each (docs/c-backend.md is the user's guide):
+Four modules, one concern each (docs/c-backend.md is the user's guide):
 
 * ``lower``: :data:`LOWER`, one row per op, the only place an op is lowered (helper bodies per
   kind of dtype for elementwise ops, a function for the structural ones, reshape an alias),
@@ -10,6 +10,9 @@ Three modules, one concern each (docs/c-backend.md is the user's guide):
   helper order, header, the per-function loop over ``LOWER``, :func:`emit` and :func:`write`.
 * ``abi``: what a caller sees: element types (:data:`IO_TYPES`), entry-point names
   (:func:`c_ident`), prototypes, status codes, and the batch driver with its file formats.
+* ``tiles``: the tile library, every tile helper of an ISA level in one C file that a build
+  compiles once and links (``emit(..., shared=...)`` then declares the helpers instead of
+  defining them); for keracheck's builds only, never the default output.
 
 ``from kera.backends import c`` then ``c.emit(...)``: the names below are re-exported.  Note that
 ``c.emit`` is the function; the module's other names come with

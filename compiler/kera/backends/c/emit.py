@@ -58,6 +58,8 @@ from kera.backends.c.lower import (
     Structural,
     base_helper,
     elementwise,
+    is_tile,
+    tile_declaration,
 )
 from kera.dtypes import DType
 from kera.files import write_atomic
@@ -325,11 +327,16 @@ def emit(
     functions: Iterable[Function] | Mapping[str, Function],
     isa: str = "scalar",
     name: str = "kera",
+    shared: Mapping[str, str] | None = None,
 ) -> CSource:
-    """C source for ``functions`` (a mapping gives the entry names: ``kera_<key>``)."""
+    """C source for ``functions`` (a mapping gives the entry names: ``kera_<key>``).
+
+    ``shared``: the tile helpers a tile library defines (``kera.backends.c.tiles``, key ->
+    text): each one the unit needs *with that very text* is declared instead of defined, and
+    the unit must be linked with the library.  None (the default): self-contained."""
     level = _isa(isa)
     fns = entry_points(functions)
-    c = _parts(fns, level, name).text()
+    c = _parts(fns, level, name, shared=shared).text()
     header = _header(name, f"KERA_{c_ident(name).upper()}_H", fns)
     return CSource(name, isa, c, header, {s: f.name for s, f in fns.items()})
 
@@ -353,12 +360,13 @@ def assemble(
     made: Mapping[str, Body],
     isa: str = "scalar",
     name: str = "kera",
+    shared: Mapping[str, str] | None = None,
 ) -> CSource:
-    """``emit(functions, isa, name)`` from the :func:`bodies` of the same entry points
+    """``emit(functions, isa, name, shared)`` from the :func:`bodies` of the same entry points
     (symbol -> function as ``entry_points`` names them): the same text, byte for byte."""
     level = _isa(isa)
     fns = entry_points(functions)
-    c = _parts(fns, level, name, {sym: made[sym] for sym in fns}).text()
+    c = _parts(fns, level, name, {sym: made[sym] for sym in fns}, shared).text()
     header = _header(name, f"KERA_{c_ident(name).upper()}_H", fns)
     return CSource(name, isa, c, header, {s: f.name for s, f in fns.items()})
 
@@ -370,13 +378,22 @@ def _isa(isa: str) -> Isa:
 
 
 def _parts(
-    fns: Mapping[str, Function], isa: Isa, name: str, made: Mapping[str, Body] | None = None
+    fns: Mapping[str, Function],
+    isa: Isa,
+    name: str,
+    made: Mapping[str, Body] | None = None,
+    shared: Mapping[str, str] | None = None,
 ) -> Parts:
     lanes = isa.lanes
     bodies = made if made is not None else {s: _Entry(s, f, lanes).emit() for s, f in fns.items()}
     helpers: dict[str, str] = {}
     for _, needed in bodies.values():
         helpers |= needed
+    if shared:  # linked with a tile library: its helpers declared, where the text is the same
+        helpers = {
+            k: tile_declaration(t) if is_tile(t) and shared.get(k) == t else t
+            for k, t in helpers.items()
+        }
     return Parts(
         banner="\n".join(
             [

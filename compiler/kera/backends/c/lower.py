@@ -289,6 +289,34 @@ def elementwise(cx: Cx, fname: str, out: DType, ins: Sequence[DType]) -> str:
     return cx.helper(key, text)
 
 
+#: how every :func:`elementwise` helper's text begins, and the linkage a tile library gives it
+#: (external, but hidden: every shared object keeps its own copy, so two ISA levels loaded in
+#: one process never bind each other's helpers)
+_TILE_HEAD = "static K_NOINLINE void "
+_HIDDEN = '__attribute__((visibility("hidden")))'
+
+
+def is_tile(text: str) -> bool:
+    """Whether ``text`` is a helper of :func:`elementwise` (``k_<op>_<type>_n``)."""
+    return text.startswith(_TILE_HEAD)
+
+
+def tile_definition(text: str) -> str:
+    """The tile helper ``text`` (:func:`elementwise`) with external, hidden linkage: the same
+    definition, compiled once in a tile library (``kera.backends.c.tiles``) instead of in
+    every translation unit."""
+    assert is_tile(text), text
+    return f"{_HIDDEN} K_NOINLINE void {text[len(_TILE_HEAD) :]}"
+
+
+def tile_declaration(text: str) -> str:
+    """The prototype of the tile helper ``text`` that a translation unit linked with a tile
+    library has in its place (``emit.assemble(..., shared=...)``)."""
+    assert is_tile(text), text
+    head = text[len(_TILE_HEAD) :].split("\n", 1)[0]
+    return f"extern {_HIDDEN} void {head};\n"
+
+
 def _map(cx: Cx, node: Node, name: str, size: int, fname: str) -> list[str]:
     """``name[j] = fname(input[j]...)`` for every element j: one call of its
     :func:`elementwise` helper (inline for a single element)."""
