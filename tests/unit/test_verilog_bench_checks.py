@@ -39,11 +39,14 @@ from keracheck.targets.verilog import (
     render_wrapper,
 )
 from keracheck.targets.verilog.batch import (
+    ELAB_WEIGHT,
     EVAL_WEIGHT,
     Piece,
+    elaboration,
     join_pieces,
     piece_case,
     split_heavy,
+    weights,
     work,
 )
 from keracheck.targets.verilog.cocotb_bench import _words
@@ -212,6 +215,22 @@ def test_split_heavy_cuts_a_case_over_a_cpus_share_into_pieces_of_its_vectors() 
     assert np.array_equal(joined[1][0], xs)
     err = BackendError("piece failed")
     assert join_pieces(2, pieces, [outs[0], outs[1], err])[1] is err
+
+
+def test_a_design_is_weighed_by_its_core_instances_once_per_simulation() -> None:
+    """Elaboration is per design, not per case: two cases of one function add their clocks
+    but the design's instances once; a function that cannot be emitted weighs its cases only."""
+    heavy, light = _counter(), _copy()
+    cases: list[tuple[Function, Inputs]] = [
+        (heavy, {"x": np.zeros(3, np.int32)}),
+        (light, {"x": np.zeros((8, 2), np.float32)}),
+        (heavy, {"x": np.zeros(5, np.int32)}),
+    ]
+    got = weights(cases, {"h": [0, 2], "l": [1]})
+    cores = max(1, sum(design_of(heavy).cores.values()))
+    assert got["h"] == work(*cases[0]) + work(*cases[2]) + ELAB_WEIGHT * cores
+    assert got["l"] == work(*cases[1]) + ELAB_WEIGHT * max(1, sum(design_of(light).cores.values()))
+    assert elaboration(heavy) == ELAB_WEIGHT * cores
 
 
 def test_work_counts_each_core_evaluation_once_per_trip() -> None:

@@ -10,7 +10,7 @@ bounds a simulation by core instances (:data:`CORES_PER_SIM`) and segments
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,10 @@ SPLIT_WORK = 10_000_000
 #: one core evaluation against one core-clock of idle clocking, in Icarus: verlet's fmul/fadd
 #: take ~20-30 us per evaluation, its 256 cores ~0.5 ms per clock with nothing changing
 EVAL_WEIGHT = 16
+#: compiling and loading one core instance, once per design and simulation, in the same units:
+#: transcendental.kera's 3,168 instances take ~5 s of iverilog and ~10 s of vvp over very
+#: few clocks (~4.8 ms each); left out, the part holding it ran alone for its last 14 s
+ELAB_WEIGHT = 1_600
 
 
 def _check_inputs(fn: Function, inputs: Inputs) -> int:
@@ -166,6 +170,27 @@ def work(fn: Function, inputs: Inputs) -> int:
     return (n * d.interval + d.latency) * max(1, cores) + EVAL_WEIGHT * n * evals
 
 
+def weights(
+    cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, Sequence[int]]
+) -> dict[str, int]:
+    """Each group's work in one simulation: its cases' :func:`work` plus, once (the design is
+    elaborated once per simulation), :data:`ELAB_WEIGHT` per core instance of its design."""
+    return {
+        key: sum(work(*cases[i]) for i in idx) + elaboration(cases[idx[0]][0])
+        for key, idx in groups.items()
+    }
+
+
+def elaboration(fn: Function) -> int:
+    """Compiling and loading ``fn``'s design, in :func:`work`'s units (0 when it cannot be
+    emitted: it fails on its own)."""
+    try:
+        d = design_of(fn)
+    except BackendError:
+        return 0
+    return ELAB_WEIGHT * max(1, sum(d.cores.values()))
+
+
 def balance(
     cases: Sequence[tuple[Function, Inputs]], parts: int, keys: Sequence[str] | None = None
 ) -> list[list[int]]:
@@ -178,7 +203,7 @@ def balance(
     by_fn: dict[str, list[int]] = {}
     for i, (fn, _) in enumerate(cases):
         by_fn.setdefault(keys[i] if keys else fn.fingerprint, []).append(i)
-    weight = {fp: sum(work(*cases[i]) for i in idx) for fp, idx in by_fn.items()}
+    weight = weights(cases, by_fn)
     if parts < 2 or sum(weight.values()) < SPLIT_WORK:
         return [list(range(len(cases)))] if cases else []
     groups: list[list[int]] = [[] for _ in range(parts)]
