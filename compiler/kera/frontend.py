@@ -101,16 +101,20 @@ def _no_gc(promote: bool = False) -> Iterator[None]:
     scan).  Otherwise the first young collection after the pause scans every object the
     compile made (0.3-0.5 s for a 50k-line file) and the next middle one again, only to find
     the long-lived tree and graph, which hold no cycles.  The objects are still scanned by
-    the next full collection; the caller's own young objects are promoted too, so their
-    cycles wait for that full collection.  Skipped when the process has frozen objects of
-    its own (the language server does): ``gc.unfreeze`` would hand those back."""
+    the next full collection.  The young generations are collected first, so the caller's
+    young cyclic garbage is freed rather than promoted to wait for a full collection (or for
+    the interpreter's exit).  Skipped when the process has frozen objects of its own (the
+    language server does): ``gc.unfreeze`` would hand those back."""
     was = gc.isenabled()
+    promoting = promote and was and gc.get_freeze_count() == 0
+    if promoting:
+        gc.collect(1)  # the young generations: a few thousand objects at most
     gc.disable()
     try:
         yield
     finally:
         if was:
-            if promote and gc.get_freeze_count() == 0:
+            if promoting:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()

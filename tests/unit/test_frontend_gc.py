@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +77,24 @@ def test_a_small_compile_stays_young(gc_enabled: None) -> None:
     gc.collect()
     result = compile_source(data, "calls.kera")
     assert _generation_of(result.tree) in (0, 1)
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_callers_young_garbage_is_not_promoted(gc_enabled: None) -> None:
+    """A big compile promotes what is alive, not the caller's young cyclic garbage: that is
+    collected first, so it does not wait for a full collection (or the interpreter's exit,
+    where objects with finalisers -- a wasmtime engine's -- may find their modules gone)."""
+    gc.collect()
+    dropped = _Cycle()
+    alive = weakref.ref(dropped)
+    del dropped
+    assert alive() is not None  # a cycle: only the GC frees it
+    compile_source(_big_source(), "big.kera")
+    assert alive() is None
 
 
 def test_the_callers_frozen_objects_stay_frozen(gc_enabled: None) -> None:
