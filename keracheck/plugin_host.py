@@ -55,9 +55,13 @@ def serve(conn: Any, spec: str) -> None:
 
     try:
         backend = instantiate(spec)
-        info = {"name": str(backend.name), "api_version": backend.api_version}
-        info |= {"declines": getattr(backend, "declines", None) is not None}
-        conn.send(("ok", info | {"cost": cost(backend)}))
+        info = {
+            "name": str(backend.name),
+            "api_version": backend.api_version,
+            "declines": getattr(backend, "declines", None) is not None,
+            "cost": cost(backend),
+        }
+        conn.send(("ok", info))
     except BaseException as e:
         conn.send(("error", str(e) if type(e).__name__ == "TargetError" else _describe(e)))
         return

@@ -43,6 +43,7 @@ target's run becomes an ``error`` for that case and target only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -85,7 +86,7 @@ def cost(backend: Backend | None) -> float:
         hint = float(getattr(backend, "cost", 1))
     except Exception:  # a hint that is no number (or a property that raises) counts as 1
         return 1.0
-    return hint if hint > 0 and hint != float("inf") else 1.0
+    return hint if hint > 0 and math.isfinite(hint) else 1.0
 
 
 def declines(backend: Backend, fn: Function) -> str | None:

@@ -128,9 +128,7 @@ class Gcc:
                 (out_dir / name).write_text(text)
             built = work / _ARTIFACT[kind]
             os.replace(work / "out", built)
-            seal(built)  # digest first, then the artifact: a reader never trusts a partial one
-            os.replace(work / f"{built.name}.sha256", out_dir / f"{built.name}.sha256")
-            os.replace(built, artifact)
+            _publish(built, artifact)
         return artifact
 
     def build_object(
@@ -162,10 +160,16 @@ class Gcc:
                 argv = [self.exe, *flags, *pic, "-c", "-o", str(work / obj.name), str(work / name)]
                 _compile(argv, timeout)
                 (out_dir / name).write_text(text)
-                seal(work / obj.name)
-                os.replace(work / f"{obj.name}.sha256", out_dir / f"{obj.name}.sha256")
-                os.replace(work / obj.name, obj)
+                _publish(work / obj.name, obj)
         return obj
+
+
+def _publish(built: Path, dest: Path) -> None:
+    """Move ``built`` to ``dest`` sealed: its digest first, then the file, each renamed into
+    place, so a reader never trusts a partial one."""
+    seal(built)
+    os.replace(built.with_name(f"{built.name}.sha256"), dest.with_name(f"{dest.name}.sha256"))
+    os.replace(built, dest)
 
 
 def _compile(argv: list[str], timeout: float) -> None:

@@ -340,7 +340,7 @@ class CpuTarget(_CBackend):
 
     def _build(self, fns: Mapping[str, Function], made: Mapping[str, Body] = NONE_MADE) -> Path:
         src, link = self._unit(fns, made)
-        return self.gcc.build(src.files(), self.flags(), "shared", self.timeout, link)
+        return self.gcc.build(src.files(), self.flags(), self.kind, self.timeout, link)
 
     def _execute(
         self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]
@@ -445,7 +445,7 @@ class QemuTarget(_CBackend):
         src, link = self._unit(fns, made)
         driver = abi.emit_driver(src, {f"kera_{k}": fn for k, fn in fns.items()})
         files = src.files() | {"main.c": driver}
-        return self.gcc.build(files, self.flags(), "static", self.timeout, link)
+        return self.gcc.build(files, self.flags(), self.kind, self.timeout, link)
 
     def _execute(
         self, cases: Sequence[tuple[Function, Inputs]], groups: Mapping[str, _Built | Exception]

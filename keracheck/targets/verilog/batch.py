@@ -232,11 +232,11 @@ def split_heavy(cases: Sequence[tuple[Function, Inputs]], parts: int) -> list[Pi
     ``parts`` pieces of about equal size, which :func:`balance` may place in different
     simulations (each elaborates the design once more, seconds against minutes of
     simulation).  Every other case is one piece.  Nothing is cut under :data:`SPLIT_WORK`."""
-    weights = [work(fn, inputs) for fn, inputs in cases]
-    total = sum(weights)
+    each = [work(fn, inputs) for fn, inputs in cases]
+    total = sum(each)
     share = max(1, total // max(1, parts))
     out: list[Piece] = []
-    for i, ((fn, inputs), w) in enumerate(zip(cases, weights, strict=True)):
+    for i, ((fn, inputs), w) in enumerate(zip(cases, each, strict=True)):
         n = batch_size(fn, inputs) if w and fn.params else 1  # w > 0: the inputs are good
         k = min(parts, n, -(-w // share)) if parts > 1 and total >= SPLIT_WORK else 1
         if k < 2:

@@ -269,6 +269,13 @@ def call(cx: Cx, op: Op, dt: DType) -> str:
     return cx.helper(f"k_{op.value}_{dt.value}", helper_text(op, dt), dt, DType.BOOL)
 
 
+#: how every :func:`elementwise` helper's text begins, and the linkage a tile library gives it
+#: (external, but hidden: every shared object keeps its own copy, so two ISA levels loaded in
+#: one process never bind each other's helpers)
+_TILE_HEAD = "static K_NOINLINE void "
+_HIDDEN = '__attribute__((visibility("hidden")))'
+
+
 def elementwise(cx: Cx, fname: str, out: DType, ins: Sequence[DType]) -> str:
     """The name of helper ``<fname>_n(n, r, a...)``: ``r[j] = fname(a[j]...)`` for the n
     elements of whole tiles, included once per translation unit.
@@ -283,17 +290,10 @@ def elementwise(cx: Cx, fname: str, out: DType, ins: Sequence[DType]) -> str:
     params = ", ".join(f"const {LANE[dt]} *{v}" for dt, v in zip(ins, "abc", strict=False))
     args = ", ".join(f"{v}[j]" for v in "abc"[: len(ins)])
     text = (
-        f"static K_NOINLINE void {key}(size_t n, {LANE[out]} *r, {params})\n{{\n"
+        f"{_TILE_HEAD}{key}(size_t n, {LANE[out]} *r, {params})\n{{\n"
         f"    for (size_t j = 0; j < n; j++)\n        r[j] = {fname}({args});\n}}\n"
     )
     return cx.helper(key, text)
-
-
-#: how every :func:`elementwise` helper's text begins, and the linkage a tile library gives it
-#: (external, but hidden: every shared object keeps its own copy, so two ISA levels loaded in
-#: one process never bind each other's helpers)
-_TILE_HEAD = "static K_NOINLINE void "
-_HIDDEN = '__attribute__((visibility("hidden")))'
 
 
 def is_tile(text: str) -> bool:
