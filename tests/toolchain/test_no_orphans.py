@@ -50,6 +50,25 @@ def tagged(tag: str) -> list[str]:
     return found
 
 
+def in_phase(tag: str, proc: subprocess.Popen[str], tool: bool) -> list[str]:
+    """Wait (polling, while the run lives) until the phase has something running besides the
+    run's own process: for a target with a tool, a process that is neither Python nor the
+    sandbox's bwrap (so a compiler, a simulator, an emulator or the built program); otherwise
+    any worker.  A fixed sleep was not enough: on a fast machine the cpu phase is over in
+    under two seconds."""
+    while proc.poll() is None:
+        found = []
+        for line in tagged(tag):
+            pid, _, cmd = line.partition(" ")
+            argv0 = cmd.split("\\x00")[0].rpartition("/")[2]
+            if int(pid) != proc.pid and not (tool and argv0.startswith(("python", "bwrap"))):
+                found.append(line)
+        if found:
+            return found
+        time.sleep(0.01)
+    return []
+
+
 @pytest.mark.parametrize("target", list(TOOLS))
 def test_kill_9_leaves_no_process_behind(target: str, tmp_path: Path) -> None:
     tool = TOOLS[target]
@@ -68,18 +87,22 @@ def test_kill_9_leaves_no_process_behind(target: str, tmp_path: Path) -> None:
         argv += ["--backend-plugin", f"{PLUGIN}:Sleeper"]
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        if f"] {target}: started" in line or time.monotonic() > deadline:
-            break
-    else:
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:
+            if f"] {target}: started" in line or time.monotonic() > deadline:
+                break
+        else:
+            pytest.fail(f"{target} never started (exit {proc.wait()})")
+        running = in_phase(tag.split("=")[1], proc, tool is not None)
+        assert running, f"{target}'s phase ended before any of its processes could be seen"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:  # a failed check must not leave the run (or its pipe) to the next test
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
         proc.stderr.close()
-        pytest.fail(f"{target} never started (exit {proc.wait()})")
-    time.sleep(2.0)  # well inside the phase: building, simulating or emulating
-    assert tagged(tag.split("=")[1]), "nothing of the run was running to kill"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stderr.close()
     left: list[str] = []
     for _ in range(50):
         left = tagged(tag.split("=")[1])
