@@ -90,7 +90,7 @@ def test_a_target_no_worker_has_is_unavailable_with_the_reason(cluster: Any) -> 
 
 
 def test_a_killed_worker_loses_nothing_and_a_killer_case_is_an_error(
-    cluster: Any, sandbox_off: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sandbox_off: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """kill_once kills the worker that first runs its batch: the batch runs again elsewhere.
     kill_always kills every worker that runs it: its batch is cut into single cases, and the
@@ -100,7 +100,13 @@ def test_a_killed_worker_loses_nothing_and_a_killer_case_is_an_error(
     src = tmp_path / "killers.kera"
     src.write_text(KILL_SOURCE + "\n")
     plugin = {"killer": f"{KILLERS}:Killer"}
-    remote = _run([str(src)], targets=["ref"], plugins=plugin, sandbox="off", scheduler=cluster)
+    from keracheck import distributed
+
+    # a cluster of its own, started after the kill folder is set: its workers' environment is
+    # copied when they start (so is a forkserver's, which is why the module's cluster won't do)
+    with distributed.connect("local:2") as cluster:
+        remote = _run([str(src)], targets=["ref"], plugins=plugin, sandbox="off", scheduler=cluster)
+    assert (tmp_path / "kills" / "kill_once").exists()  # the remote run planted the kill
     local = _run([str(src)], targets=["ref"], plugins=plugin, sandbox="off")
     by_name = {c["function"]: c for c in remote["cases"]}
     bad = by_name.pop("kill_always")["targets"]["killer"]
