@@ -9,8 +9,10 @@ straight into it; outputs are copied once, out of it.  Compiled modules are cach
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.metadata
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,6 +61,14 @@ class WasmtimeRunner:
         cfg.wasm_relaxed_simd = False
         self.engine = wasmtime.Engine(cfg)
         self._modules: dict[bytes, Any] = {}
+        _LIVE.add(self)
+
+    def close(self) -> None:
+        """Free the compiled modules and the engine now (a closed runner must not be used)."""
+        for module in self._modules.values():
+            module.close()
+        self._modules.clear()
+        self.engine.close()
 
     def validate(self, wasm: bytes) -> str | None:
         """None if the engine's validator accepts the module, else its message."""
@@ -97,6 +107,18 @@ class WasmtimeRunner:
             except (BackendError, wasmtime.WasmtimeError, wasmtime.Trap) as e:
                 out.append(e if isinstance(e, BackendError) else BackendError(str(e)))
         return out
+
+
+#: runners not yet collected; closed at exit, while wasmtime's bindings still exist (left to
+#: the interpreter's teardown, their finalisers run after the bindings are gone and print
+#: "Exception ignored in: Managed.__del__")
+_LIVE: weakref.WeakSet[WasmtimeRunner] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_runners() -> None:
+    for runner in list(_LIVE):
+        runner.close()
 
 
 class WasmInstance:

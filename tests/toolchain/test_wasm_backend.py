@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -492,3 +494,30 @@ def test_a_function_that_does_not_lower_fails_alone(
     assert not isinstance(results[1], Exception)
     want = interpret(good_fn, good[1])
     assert [o.tobytes() for o in results[1]] == [np.asarray(w).tobytes() for w in want]
+
+
+def test_live_runners_are_closed_at_exit_while_wasmtime_still_exists() -> None:
+    """A runner still alive at exit (a cached back end holds one) is closed by an ``atexit``
+    hook; left to the interpreter's teardown, its engine's finaliser ran after wasmtime's
+    bindings were gone and printed "Exception ignored in: Managed.__del__" after pytest's
+    summary.  Run in a child, which has its own exit."""
+    pytest.importorskip("wasmtime")
+    script = (
+        "import atexit\n"
+        "from kera.backends.wasm.encode import Func, FuncType, Module, encode\n"
+        "from keracheck.runners.wasmtime_run import WasmtimeRunner\n"
+        "runner = WasmtimeRunner()\n"
+        "runner.module(encode(Module(funcs=(Func(FuncType((), ()), (), ()),))))\n"
+        "handles = [runner.engine, *runner._modules.values()]\n"
+        "atexit._run_exitfuncs()\n"
+        "for handle in handles:\n"
+        "    try:\n"
+        "        handle.ptr()\n"
+        "    except ValueError:\n"
+        "        continue\n"
+        "    raise SystemExit('still open: ' + type(handle).__name__)\n"
+        "print('closed')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "closed\n", proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
