@@ -14,6 +14,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -161,3 +164,19 @@ def test_verilator_runtime_is_compiled_once(tmp_path: Path) -> None:
     second = build(2)
     assert (second.parent / "verilated.o").read_bytes().endswith(b"keracheck-kept-runtime")
     Verilator().run(second, cwd=tmp_path)  # linked with it, and it runs
+
+
+def test_the_plain_icarus_measuring_plugin_runs_as_its_docstring_says(tmp_path: Path) -> None:
+    """``bench/plain_icarus.py`` (issue 20's cocotb-cost figure): the command in its docstring,
+    on one corpus file, agrees with ref."""
+    if Iverilog().available():
+        pytest.skip(f"{Iverilog().available()}")
+    root = Path(__file__).resolve().parents[2]
+    plugin = root / "bench" / "plain_icarus.py"
+    assert "--backend-plugin bench/plain_icarus.py:PlainIcarus" in plugin.read_text()
+    argv = [sys.executable, "-m", "keracheck.cli", "run", "corpora/bitwise.kera", "--no-cache"]
+    argv += ["-q", "--targets", "ref", "--backend-plugin", "bench/plain_icarus.py:PlainIcarus"]
+    env = dict(os.environ, KERACHECK_CACHE=str(tmp_path))
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 diverge, 0 error, 0 skipped" in proc.stdout + proc.stderr
