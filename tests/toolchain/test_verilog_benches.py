@@ -169,8 +169,8 @@ def test_verilator_runtime_is_compiled_once(tmp_path: Path) -> None:
 def test_the_plain_icarus_measuring_plugin_runs_as_its_docstring_says(tmp_path: Path) -> None:
     """``bench/plain_icarus.py`` (issue 20's cocotb-cost figure): the command in its docstring,
     on one corpus file, agrees with ref."""
-    if Iverilog().available():
-        pytest.skip(f"{Iverilog().available()}")
+    if reason := Iverilog().available():
+        pytest.skip(reason)
     root = Path(__file__).resolve().parents[2]
     plugin = root / "bench" / "plain_icarus.py"
     assert "--backend-plugin bench/plain_icarus.py:PlainIcarus" in plugin.read_text()
